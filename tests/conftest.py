@@ -1,0 +1,24 @@
+"Shared pytest fixtures and options for fedlearn_nb's test suite."
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("FEDLEARN_SETTINGS", str(ROOT / "settings.ini"))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow"): return
+    skip_slow = pytest.mark.skip(reason="slow: run with --runslow")
+    for item in items:
+        if "slow" in item.keywords: item.add_marker(skip_slow)
+
+
+@pytest.fixture(scope="session")
+def project_root() -> Path:
+    return ROOT
