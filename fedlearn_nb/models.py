@@ -418,7 +418,8 @@ def check_model_contract(model: nn.Module, in_channels: int, image_size: int, ba
     model.eval()
     try:
         with torch.no_grad():
-            x = torch.rand(batch_size, in_channels, image_size, image_size)
+            device = next(model.parameters(), torch.empty(0)).device
+            x = torch.rand(batch_size, in_channels, image_size, image_size, device=device)
             features, outputs = model.features(x), model(x)
             if features.shape != (batch_size, model.feature_dim):
                 raise AssertionError(f"features have shape {tuple(features.shape)}, expected ({batch_size}, {model.feature_dim})")
