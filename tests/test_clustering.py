@@ -19,8 +19,8 @@ def test_block_size_does_not_change_first_neighbours(distance):
     points = _blobs(0, count=257)
     points[10] = points[3]  # an exact tie that must resolve the same way in every block layout
     whole = first_neighbours(points, distance)[0]
-    for rows in (1, 7, 64, 256, 1000):
-        assert torch.equal(first_neighbours(points, distance, block_rows=rows)[0], whole)
+    for rows in (1, 2, 7, 64, 256, 1000):
+        assert torch.equal(first_neighbours(points, distance, block_size=rows)[0], whole)
     assert whole[10].item() == 3 and whole[3].item() == 10
 
 

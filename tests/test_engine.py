@@ -120,12 +120,13 @@ def test_fedavg_learns_on_synthetic_images(tmp_path, federation):
 
 
 def test_fedavg_learns_on_the_embedded_digits(tmp_path):
+    "The main job's FedAvg configuration on digits5lite (embedded, offline) is well above chance after 4 rounds."
     data = pytest.importorskip("fedlearn_nb.data", reason="fedlearn_nb.data (the data chapter) is not exported yet")
+    from fedlearn_nb.main import main_config
     torch.set_num_threads(1)
-    cfg = RunConfig(dataset="digits5lite", partition="domains", model="fedccl_cnn4", algorithm="fedavg", rounds=5,
-                    batch_size=32, lr=0.05, momentum=0.9, seed=0, device="cpu", results_dir=str(tmp_path))
-    history = run(cfg, progress=False)
+    history = run(main_config("fedavg", rounds=4, results_dir=tmp_path, device="cpu"), progress=False)
     summary = history.summary()
     assert summary["final_accuracy_weighted"] > 0.5, summary   # chance is 0.1 (ten digits)
-    assert summary["final_accuracy_domain_mean"] > 0.4, summary
+    assert summary["final_accuracy_domain_mean"] > 0.5, summary
+    assert summary["final_accuracy_mean"] > 0.5, summary
     assert len(history[-1]["clients"]) == len(data.load_benchmark("digits5lite").domains)

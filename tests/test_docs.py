@@ -1,0 +1,52 @@
+"The documentation builder without a browser: failures during a build, the command line, the project's own config."
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import yaml
+
+from fedlearn_nb.docs import build_site, make_example_project, read_sidebar, write_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_chapter_that_fails_to_execute_still_gets_its_page(tmp_path):
+    project = make_example_project(tmp_path / "demo")
+    write_notebook(project / "nbs" / "01_plots.ipynb", [
+        {"cell_type": "markdown", "source": "# Plots\n\n> Broken."},
+        {"cell_type": "code", "source": "x = 1\nprint('ran')"},
+        {"cell_type": "code", "source": "1/0"}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = build_site(project, tmp_path / "site", execute=True, jobs=2)  # two kernels at once
+    page = report.page("nbs/01_plots.ipynb")
+    assert page.executed == "failed" and page.notes
+    assert report.page("nbs/00_shapes.ipynb").executed == "yes"
+    html = (tmp_path / "site" / "plots.html").read_text()
+    assert "executing it for the docs failed" in html and "ZeroDivisionError" in html
+    assert any("01_plots.ipynb: executing it for the docs failed" in w for w in report.warnings)
+    assert (tmp_path / "site" / "shapes.html").is_file()  # the rest of the site is built
+
+
+def test_command_line_help_and_errors(tmp_path):
+    run = lambda *args: subprocess.run([sys.executable, "-m", "fedlearn_nb.docs", *args], capture_output=True, text=True,
+                                       timeout=300, cwd=tmp_path)
+    help_text = run("--help")
+    assert help_text.returncode == 0 and "--execute-only" in help_text.stdout and "_quarto.yml" in help_text.stdout
+    missing = run("--path", str(tmp_path))
+    assert missing.returncode == 1 and "no pyproject.toml" in missing.stderr
+    quarto = run("--path", str(tmp_path), "--engine", "quarto")
+    assert quarto.returncode == 1 and ("quarto is not installed" in quarto.stderr or "pyproject.toml" in quarto.stderr)
+
+
+def test_the_projects_sidebar_has_the_agreed_sections():
+    title, sections = read_sidebar(ROOT / "_quarto.yml")
+    assert title == "fedlearn_nb"
+    assert [s.title for s in sections] == [None, "Foundations", "Clustering", "Losses", "Algorithms", "Papers", "Reference"]
+    config = yaml.safe_load((ROOT / "_quarto.yml").read_text())
+    assert config["project"]["type"] == "website" and config["format"]["html"]["css"] == "styles.css"
+    assert (ROOT / "styles.css").is_file()
+    listed = {e.source for s in sections for e in s.walk()}
+    chapters = {p.relative_to(ROOT).as_posix() for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith("_")}
+    assert not chapters - listed, f"chapters missing from the sidebar of _quarto.yml: {sorted(chapters - listed)}"

@@ -1,0 +1,282 @@
+"""The documentation site, built and opened in headless Chromium.
+
+Builds the project's site with the no-Quarto builder (`python -m fedlearn_nb.docs`), serves it on 127.0.0.1 and
+drives Debian's `chromium` through the Chrome DevTools Protocol: the home page loads, every sidebar link resolves,
+an executed chapter's figures are loaded images, the equations' LaTeX (or MathJax's rendering) is there, and a
+screenshot is saved (also into $FEDLEARN_SCREENSHOT_DIR when set). Skips when chromium is not installed
+(`apt-get install chromium`; CI's .ci/run installs it).
+"""
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+# The chapter executed by the build so that its figures exist: small, low in the layer stack, and with a figure.
+FIGURE_CHAPTER = os.environ.get("FEDLEARN_DOCS_FIGURE_CHAPTER", "02_partition")
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium; "
+                                                          ".ci/run installs it)")
+
+
+# ---------------------------------------------------------------- a tiny web server and a headless browser
+@pytest.fixture(scope="module")
+def serve():
+    "Serve folders on 127.0.0.1 (a thread per server); yields a function folder -> base URL."
+    servers = []
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args): pass
+
+    def start(folder: Path) -> str:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+class Chromium:
+    "Headless Chromium driven over the DevTools protocol (websocket-client); every wait is bounded."
+
+    def __init__(self, profile: Path, timeout: float = 60):
+        import websocket
+        profile.mkdir(parents=True, exist_ok=True)
+        self.log = open(profile.parent / "chromium.log", "wb")
+        self.process = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+             "--disable-extensions", "--disable-default-apps", "--no-default-browser-check", "--mute-audio",
+             "--hide-scrollbars", "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",  # nothing off-machine
+             f"--user-data-dir={profile}", "--remote-debugging-port=0", "--remote-allow-origins=*",
+             "--window-size=1280,900", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=self.log)
+        port_file, deadline = profile / "DevToolsActivePort", time.monotonic() + timeout
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError(f"chromium did not start: see {profile.parent / 'chromium.log'}")
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as reply:
+                    pages = [t for t in json.load(reply) if t.get("type") == "page"]
+                if pages: break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError("chromium's DevTools endpoint did not answer")
+            time.sleep(0.2)
+        self.socket = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=timeout, suppress_origin=True)
+        self.next_id, self.events = 0, []
+        self.send("Page.enable")
+        self.send("Runtime.enable")
+        self.send("Emulation.setDeviceMetricsOverride", {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+
+    def send(self, method: str, params: dict | None = None, timeout: float = 60) -> dict:
+        "Call a DevTools method and wait (at most `timeout` s) for its reply; events that arrive meanwhile are kept."
+        self.next_id += 1
+        self.socket.send(json.dumps({"id": self.next_id, "method": method, "params": params or {}}))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.socket.settimeout(max(0.1, deadline - time.monotonic()))
+            message = json.loads(self.socket.recv())
+            if message.get("id") == self.next_id:
+                if "error" in message: raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+            self.events.append(message)
+        raise TimeoutError(f"{method}: no reply within {timeout}s")
+
+    def open(self, url: str, timeout: float = 60) -> None:
+        "Navigate to `url` and wait for its load event."
+        self.events.clear()
+        self.send("Page.navigate", {"url": url})
+        deadline = time.monotonic() + timeout
+        while not any(e.get("method") == "Page.loadEventFired" for e in self.events):
+            if time.monotonic() > deadline: raise TimeoutError(f"{url} did not finish loading within {timeout}s")
+            self.socket.settimeout(max(0.1, deadline - time.monotonic()))
+            self.events.append(json.loads(self.socket.recv()))
+
+    def evaluate(self, expression: str):
+        "The value of a JavaScript expression in the current page."
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
+        if "exceptionDetails" in result: raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def screenshot(self, path: Path) -> Path:
+        "Save a PNG of the viewport."
+        import base64
+        data = self.send("Page.captureScreenshot", {"format": "png"})["data"]
+        path.write_bytes(base64.b64decode(data))
+        return path
+
+    def close(self) -> None:
+        if getattr(self, "socket", None) is not None:
+            try: self.socket.close()
+            except Exception: pass
+        if self.process.poll() is None:
+            self.process.terminate()
+            try: self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=15)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    chromium = Chromium(tmp_path_factory.mktemp("chromium") / "profile")
+    yield chromium
+    chromium.close()
+
+
+def _keep_screenshot(path: Path) -> None:
+    "Copy a screenshot into $FEDLEARN_SCREENSHOT_DIR when it is set."
+    folder = os.environ.get("FEDLEARN_SCREENSHOT_DIR")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, Path(folder) / path.name)
+
+
+def _assert_png(path: Path, min_bytes: int = 10_000) -> None:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > min_bytes, f"{path} is not a real screenshot ({len(data)} bytes)"
+
+
+IMAGES = """Array.from(document.querySelectorAll('main img')).map(i => ({src: i.src.slice(0, 40), complete: i.complete,
+    width: i.naturalWidth, height: i.naturalHeight, shown: i.getBoundingClientRect().width}))"""
+SIDEBAR = "Array.from(document.querySelectorAll('#sidebar a')).map(a => a.href)"
+HEADING = "[document.title, (document.querySelector('main h1') || {}).textContent || '']"
+
+
+# ---------------------------------------------------------------- the project's own site
+@pytest.fixture(scope="module")
+def project_site(tmp_path_factory):
+    "The project's site, built by the command line with one chapter executed (so that it has figures)."
+    dest = tmp_path_factory.mktemp("docs") / "site"
+    execute = FIGURE_CHAPTER if (ROOT / "nbs" / f"{FIGURE_CHAPTER}.ipynb").exists() else "-none-"
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "fedlearn_nb.docs", "--path", str(ROOT), "--dest", str(dest),
+                             "--execute-only", execute], capture_output=True, text=True, timeout=900)
+    seconds = time.perf_counter() - start
+    assert result.returncode == 0, f"the site build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    print(f"site built in {seconds:.1f}s\n{result.stdout[-3000:]}")
+    return dest, json.loads((dest / "build_report.json").read_text())
+
+
+def test_project_site_in_chromium(project_site, serve, browser, tmp_path):
+    from fedlearn_nb.docs import read_sidebar, site_path
+    site, report = project_site
+    base = serve(site)
+    failed = [p for p in report["pages"] if p["executed"] == "failed"]
+    assert not failed, f"chapters failed to execute for the docs: {failed}"
+
+    # the home page loads, with the site's title, a heading and its sidebar
+    browser.open(base + "index.html")
+    title, heading = browser.evaluate(HEADING)
+    assert "fedlearn_nb" in title and heading.strip(), (title, heading)
+    links = browser.evaluate(SIDEBAR)
+    screenshot = browser.screenshot(tmp_path / "docs_home.png")
+    _assert_png(screenshot)
+    _keep_screenshot(screenshot)
+
+    # the sidebar is the one of _quarto.yml (entries whose notebook exists), in its order
+    _, sections = read_sidebar(ROOT / "_quarto.yml")
+    built = {p["source"]: p["page"] for p in report["pages"]}
+    expected = [built[e.source] for s in sections for e in s.walk() if e.source in built]
+    assert [link[len(base):] for link in links] == expected
+    assert len(expected) >= 3
+
+    # every sidebar link resolves: HTTP 200, a title and a heading, and the same sidebar on every page
+    for link in links:
+        with urllib.request.urlopen(link, timeout=30) as reply: assert reply.status == 200, link
+        browser.open(link)
+        title, heading = browser.evaluate(HEADING)
+        assert title.strip() and heading.strip(), f"{link} has no title or heading"
+        assert browser.evaluate(SIDEBAR) == links, f"{link} shows a different sidebar"
+        assert browser.evaluate("document.querySelectorAll('#sidebar a.active').length") == 1, link
+
+    # the executed chapter's figures are there: loaded images of non-zero size
+    chapter = next((p for p in report["pages"] if Path(p["source"]).stem == FIGURE_CHAPTER), None)
+    if chapter is None: pytest.skip(f"nbs/{FIGURE_CHAPTER}.ipynb does not exist yet: no figures to check on the project's site")
+    assert chapter["executed"] in ("yes", "cached"), chapter
+    browser.open(base + chapter["page"])
+    images = browser.evaluate(IMAGES)
+    assert images, f"{chapter['page']} has no figures"
+    assert all(i["complete"] and i["width"] > 50 and i["height"] > 50 and i["shown"] > 0 for i in images), images
+    browser.evaluate("document.querySelector('main img').scrollIntoView()")
+    screenshot = browser.screenshot(tmp_path / "docs_figure.png")
+    _assert_png(screenshot)
+    _keep_screenshot(screenshot)
+
+    # the equations: MathJax is asked for, and the LaTeX source (or MathJax's rendering, where it could load) is there
+    with_math = [p for p in report["pages"] if p["kind"] == "chapter" and "$$" in (site / p["page"]).read_text()]
+    assert with_math, "no chapter page has a displayed equation"
+    browser.open(base + with_math[0]["page"])
+    assert browser.evaluate("!!document.getElementById('MathJax-script') && !!window.MathJax")
+    assert browser.evaluate(r"document.querySelectorAll('mjx-container').length > 0 || "
+                            r"/\$\$[^$]*\\[a-zA-Z]+[^$]*\$\$/.test(document.querySelector('main').innerText)"), with_math[0]["page"]
+
+    # the API reference lists the library and links into the chapters
+    browser.open(base + "api.html")
+    assert browser.evaluate("document.querySelectorAll('dl.fl-api dt').length") > 10
+    target = browser.evaluate("document.querySelector('dl.fl-api dt a').getAttribute('href')")
+    browser.open(base + target)
+    assert browser.evaluate(f"!!document.getElementById({json.dumps(target.split('#')[1])})"), target
+
+
+# ---------------------------------------------------------------- the example project: figures, papers, results
+@pytest.fixture(scope="module")
+def example_site(tmp_path_factory):
+    from fedlearn_nb.docs import build_site, make_example_project
+    folder = tmp_path_factory.mktemp("example")
+    project = make_example_project(folder / "demo")
+    report = build_site(project, folder / "site", execute=True)
+    return folder / "site", report
+
+
+def test_example_site_in_chromium(example_site, serve, browser, tmp_path):
+    site, report = example_site
+    base = serve(site)
+    browser.open(base + "plots.html")
+    images = browser.evaluate(IMAGES)
+    assert len(images) == 1 and images[0]["complete"] and images[0]["width"] > 100, images
+    assert "y = 2x" in browser.evaluate("document.querySelector('main').innerText")
+
+    # a paper page shows its committed table and figure (copied into the site), never a re-run
+    browser.open(base + "papers/alpha.html")
+    cells = browser.evaluate("Array.from(document.querySelectorAll('table.fl-table td')).map(td => td.textContent)")
+    assert cells == ["FedAvg", "0.81", "Alpha", "0.87"], cells
+    images = browser.evaluate(IMAGES)
+    assert [(i["width"], i["height"]) for i in images] == [(3, 2)], images
+    assert "Committed results" in browser.evaluate("document.querySelector('main').innerText")
+    assert browser.evaluate("document.querySelectorAll('main .output_area').length") == 0  # the paper's code did not run
+    screenshot = browser.screenshot(tmp_path / "docs_paper.png")
+    _assert_png(screenshot, min_bytes=5_000)
+    _keep_screenshot(screenshot)
+
+    browser.open(base + "papers/beta.html")
+    assert "No committed results yet" in browser.evaluate("document.querySelector('main').innerText")
+
+    # links between pages work: the API reference into the chapter, the home page to a notebook's page
+    browser.open(base + "shapes.html#square_area")
+    assert browser.evaluate("!!document.getElementById('square_area')")
+    browser.open(base + "index.html")
+    href = browser.evaluate("Array.from(document.querySelectorAll('main a')).find(a => a.textContent === 'shapes chapter').href")
+    assert href == base + "shapes.html"
