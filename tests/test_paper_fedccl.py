@@ -1,0 +1,89 @@
+"Execute papers/fedccl.ipynb at smoke scale with papermill and check every result file it promises."
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "papers" / "fedccl.ipynb"
+MAIN_METHODS = ["FedAvg", "FedProc", "FedPCL", "FedProto", "FPL", "FedCCL"]
+COLUMNS = ["table", "block", "row", "column", "ours", "paper", "difference", "note"]
+
+
+def execute(output: Path, **parameters) -> Path:
+    papermill = pytest.importorskip("papermill")
+    executed = output / "executed.ipynb"
+    papermill.execute_notebook(str(NOTEBOOK), str(executed), parameters=parameters, kernel_name="python3",
+                               cwd=str(ROOT), progress_bar=False)
+    return executed
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> Path:
+    results = tmp_path_factory.mktemp("fedccl_smoke")
+    execute(results, scale="smoke", results_dir=str(results))
+    return results
+
+
+def table(results: Path, number: int) -> pd.DataFrame:
+    return pd.read_csv(results / f"table_{number}.csv", keep_default_na=False, na_values=[""])
+
+
+def test_every_table_has_the_paper_rows_and_columns(smoke):
+    for number in range(1, 9):
+        frame = table(smoke, number)
+        assert list(frame.columns[:len(COLUMNS)]) == COLUMNS, (number, list(frame.columns))
+        assert frame["paper"].notna().any(), f"table {number} lost the paper's numbers"
+    t1 = table(smoke, 1)
+    assert set(t1.row) == set(MAIN_METHODS)
+    assert len(t1) == 6 * 7 + 6 * 6  # Digit-5: 5 domains + Avg + Δ; Office-10: 4 domains + Avg + Δ
+    assert set(table(smoke, 5).row) == {"FedAvg", "FedCCL (local only)", "FedCCL (global only)", "FedCCL"}
+    assert len(table(smoke, 7)) == 4 * 2 and len(table(smoke, 8)) == 6 * 3
+
+
+def test_our_numbers_sit_next_to_the_papers(smoke):
+    t1 = table(smoke, 1).set_index(["block", "row", "column"])
+    fedccl = t1.loc[("digit5", "FedCCL", "Avg")]
+    assert fedccl.paper == 58.55
+    assert 0 <= fedccl.ours <= 100
+    assert fedccl.difference == pytest.approx(fedccl.ours - fedccl.paper, abs=0.011)
+    assert "STAND-IN" in fedccl.note
+    # FedAvg's delta is 0 by definition, every other row's is its Avg minus FedAvg's
+    assert t1.loc[("digit5", "FedAvg", "Δ")].ours == pytest.approx(0.0)
+    proto = t1.loc[("digit5", "FedProto", "Δ")].ours
+    assert proto == pytest.approx(t1.loc[("digit5", "FedProto", "Avg")].ours - t1.loc[("digit5", "FedAvg", "Avg")].ours, abs=0.011)
+    # the real benchmarks are not run at smoke scale, and say so
+    office = t1.loc["office10"]
+    assert office.ours.isna().all() and office.note.str.contains("not run at smoke scale").all()
+    assert table(smoke, 3).ours.isna().all()
+    t4 = table(smoke, 4).set_index(["row", "column"])
+    assert t4.loc[("FedCCL", "MNIST")].ours > 0 and "STAND-IN" in t4.loc[("FedCCL", "MNIST")].note
+    t8 = table(smoke, 8).set_index(["row", "column"])
+    for method in ("FedAvg", "FedAvg+", "FedCCL+"):
+        clean, fgsm = t8.loc[(f"MNIST / {method}", "Clean")].ours, t8.loc[(f"MNIST / {method}", "FGSM")].ours
+        assert 0 <= fgsm <= 100 and 0 <= clean <= 100
+
+
+def test_histories_figures_and_metadata(smoke):
+    history = pd.read_csv(smoke / "history_fedccl_digits5lite-balanced_seed0.csv")
+    assert history["round"].tolist() == [1, 2, 3]
+    assert {"accuracy_weighted", "accuracy_domain_mean", "num_local_signals", "bytes_up"} <= set(history.columns)
+    assert (smoke / "history_fedccl-plus_digits-alpha0-05_seed0.csv").exists()
+    for name in ("figure_3", "figure_6"):
+        assert (smoke / f"{name}.png").stat().st_size > 1000
+    sweep = pd.read_csv(smoke / "figure_6.csv")
+    assert set(sweep.alpha) == {0.05, 0.5} and set(sweep.method) == {"FedAvg", "FedCCL"}
+    metadata = json.loads((smoke / "metadata.json").read_text())
+    assert metadata["config"]["parameters"]["scale"] == "smoke" and metadata["seed"] == [0]
+    assert metadata["versions"]["torch"] and len(metadata["runs"]) >= 20
+    assert all((smoke / "runs" / run["folder"] / "checkpoint.pt").exists() for run in metadata["runs"])
+
+
+@pytest.mark.parametrize("parameters, message", [(dict(scale="huge"), "unknown scale"),
+                                                 (dict(methods="FedAvg,FedFoo"), "unknown method(s) ['FedFoo']")])
+def test_bad_parameters_name_the_valid_ones(tmp_path, parameters, message):
+    papermill = pytest.importorskip("papermill")
+    with pytest.raises(papermill.PapermillExecutionError, match=r"valid: ") as error:
+        execute(tmp_path, results_dir=str(tmp_path), **parameters)
+    assert message in str(error.value)

@@ -1,0 +1,156 @@
+"End-to-end tests of the paper runner (`fedlearn-repro`, fedlearn_nb.runner) on tiny generated notebooks and the real ones."
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+from fedlearn_nb import runner
+from fedlearn_nb.runner import (PAPERS, SCALES, discover_papers, main, notebook_parameters, notebook_scales,
+                                publish_run, read_tables, write_example_paper)
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE_PARAMETERS = {"scale", "seeds", "rounds", "methods", "datasets", "results_dir", "device"}
+
+
+@pytest.fixture
+def papers(tmp_path):
+    "A papers folder with the example paper, a failing one and one whose parameters tag was stripped."
+    folder = tmp_path / "papers"
+    write_example_paper(folder / "example.ipynb")
+    write_example_paper(folder / "failing.ipynb", fail=True)
+    write_example_paper(folder / "untagged.ipynb", tagged=False)
+    return folder
+
+
+def call(capsys, *argv):
+    status = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def only_run(results: Path, paper: str, scale: str = "smoke") -> Path:
+    runs = sorted((results / "papers" / paper / scale).iterdir())
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_run_writes_a_dated_folder_and_prints_the_tables(papers, tmp_path, capsys):
+    status, out, err = call(capsys, "--papers-dir", papers, "run", "example", "-p", "seeds", "0,1,2", "-p", "rounds", "5",
+                            "--results-dir", tmp_path / "results", "--no-progress", "--threads", "1")
+    assert status == 0, out + err
+    folder = only_run(tmp_path / "results", "example")
+    assert len(folder.name) == len("20250101-120000") and folder.name[8] == "-"
+    assert sorted(p.name for p in folder.iterdir()) == ["example.ipynb", "runner.json", "table_1.csv"]
+    table = pd.read_csv(folder / "table_1.csv").set_index("method")
+    assert table.loc["FedAvg", "ours"] == 50 + 5 + 3          # rounds and seeds reached the notebook
+    record = json.loads((folder / "runner.json").read_text())
+    assert record["ok"] and record["parameters"]["seeds"] == "0,1,2" and record["scale"] == "smoke"
+    executed = nbformat.read(folder / "example.ipynb", as_version=4)
+    assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
+    assert "Table 1 (ours vs the paper's)" in out and "not implemented: Theirs" in out
+    assert "Summary" in out and "example: ok" in out
+
+
+def test_an_untagged_parameters_cell_still_takes_the_values(papers, tmp_path, capsys):
+    # nbdev-clean strips the `parameters` tag unless pyproject allows "tags": the runner tags the cell itself, so
+    # that the given values are injected *after* the defaults instead of being overwritten by them
+    status, out, err = call(capsys, "--papers-dir", papers, "run", "untagged", "-p", "rounds", "7",
+                            "--results-dir", tmp_path / "results", "--no-progress")
+    assert status == 0, out + err
+    folder = only_run(tmp_path / "results", "untagged")
+    assert pd.read_csv(folder / "table_1.csv").set_index("method").loc["Ours", "ours"] == 60 + 7
+
+
+def test_a_failing_notebook_is_reported_and_kept(papers, tmp_path, capsys):
+    status, out, err = call(capsys, "--papers-dir", papers, "run", "example,failing", "--results-dir", tmp_path / "results",
+                            "--no-progress")
+    assert status == 1
+    assert "example: ok" in out and "failing: FAILED" in out and "fails on purpose" in out
+    folder = only_run(tmp_path / "results", "failing")
+    record = json.loads((folder / "runner.json").read_text())
+    assert not record["ok"] and "fails on purpose" in record["error"]
+    assert (folder / "failing.ipynb").is_file()  # the executed notebook, up to the failing cell
+    with pytest.raises(ValueError, match="failed"): publish_run(folder)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "nope"], "unknown paper(s) 'nope'; valid: example, failing, untagged, all"),
+    (["run", "example", "--scale", "tiny"], "unknown scale for example: 'tiny'; valid: smoke, quick, paper"),
+    (["run", "example", "-p", "epochs", "3"], "unknown parameter(s) for example: 'epochs'; valid: seeds, rounds, device"),
+    (["run", "example", "-p", "scale", "quick"], "set scale with --scale"),
+])
+def test_bad_requests_are_refused_with_the_valid_choices(papers, tmp_path, capsys, argv, message):
+    status, out, err = call(capsys, "--papers-dir", papers, *argv, "--results-dir", tmp_path / "results")
+    assert status == 2 and message in err, err
+    assert not (tmp_path / "results").exists()
+
+
+def test_dry_run_names_missing_data(papers, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(PAPERS, "example", runner.PaperSpec("example", "Example", {s: ("digits", "mnist") for s in SCALES}))
+    monkeypatch.setenv("FEDLEARN_DATA_ROOT", str(tmp_path / "no-data"))
+    status, out, err = call(capsys, "--papers-dir", papers, "run", "example", "--scale", "quick", "--dry-run",
+                            "--results-dir", tmp_path / "results")
+    assert status == 0, err
+    assert "digits: present" in out and "mnist: missing" in out and str(tmp_path / "no-data") in out
+    assert "dry run" in out and not (tmp_path / "results").exists()
+
+
+def test_resume_reuses_the_newest_folder_and_publish_copies_the_tables(papers, tmp_path, capsys):
+    results = tmp_path / "results"
+    assert call(capsys, "--papers-dir", papers, "run", "example", "--results-dir", results, "--no-progress")[0] == 0
+    first = only_run(results, "example")
+    assert call(capsys, "--papers-dir", papers, "run", "example", "--resume", "--results-dir", results, "--no-progress")[0] == 0
+    assert only_run(results, "example") == first
+    target = publish_run(first, tmp_path / "papers" / "results" / "example" / "smoke")
+    assert sorted(p.name for p in target.iterdir()) == ["runner.json", "table_1.csv"]
+    assert list(read_tables(target)) == ["1"]
+
+
+def test_module_entry_point_lists_the_papers(papers):
+    result = subprocess.run([sys.executable, "-m", "fedlearn_nb.runner", "--papers-dir", str(papers), "list"],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "example: Example paper" in result.stdout and "seeds" in result.stdout
+
+
+# --- the real paper notebooks ------------------------------------------------------------------------------------
+
+REAL = discover_papers(ROOT / "papers") if (ROOT / "papers").is_dir() else {}
+
+
+@pytest.mark.parametrize("paper", sorted(PAPERS))
+def test_registry_agrees_with_the_paper_notebook(paper):
+    if paper not in REAL: pytest.skip(f"papers/{paper}.ipynb does not exist yet")
+    path = REAL[paper]
+    assert set(notebook_scales(path)) == set(PAPERS[paper].data), "the notebook's SCALES and runner.PAPERS disagree"
+    missing = CORE_PARAMETERS - set(notebook_parameters(path))
+    assert not missing, f"{path.name} lacks the core parameters {sorted(missing)}"
+
+
+def test_every_paper_notebook_is_in_the_registry():
+    unknown = sorted(set(REAL) - set(PAPERS))
+    assert not unknown, f"add {unknown} to fedlearn_nb.runner.PAPERS (data per scale and its tables)"
+
+
+# the cheapest real paper at smoke scale, with the parameters that keep it to about a minute on 2 CPU cores
+SMOKE_RUNS = {"fedplcc": ["-p", "rounds", "1", "-p", "sweeps", "none", "-p", "ablations", "False", "-p", "methods", "FedAvg,FedPLCC"]}
+
+
+@pytest.mark.parametrize("paper", sorted(SMOKE_RUNS))
+def test_a_real_paper_notebook_at_smoke_scale(paper, tmp_path, capsys):
+    if paper not in REAL: pytest.skip(f"papers/{paper}.ipynb does not exist yet")
+    status, out, err = call(capsys, "run", paper, "--scale", "smoke", *SMOKE_RUNS[paper], "--results-dir", tmp_path,
+                            "--no-progress", "--threads", "1", "--max-rows", "5")
+    folder = only_run(tmp_path, paper)
+    assert status == 0, f"{out[-3000:]}\n{err[-3000:]}\nsee {folder / (paper + '.ipynb')}"
+    tables = read_tables(folder)
+    assert tables, f"{paper} wrote no table_<n>.csv"
+    for number, frame in tables.items():
+        assert {"ours", "paper", "difference"} <= set(frame.columns), f"table {number}: {list(frame.columns)}"
+    assert any(frame["ours"].notna().any() for frame in tables.values()), "no table has any number of ours"
+    assert "Summary" in out
