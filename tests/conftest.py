@@ -6,6 +6,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("FEDLEARN_SETTINGS", str(ROOT / "settings.ini"))
+# pytest -n 2 on a 2-core machine: one math thread per worker (and per notebook subprocess, which inherits it),
+# otherwise the workers oversubscribe the cores and every test runs several times slower.
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"): os.environ.setdefault(_var, "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
 
 
 def pytest_addoption(parser):
