@@ -1,0 +1,82 @@
+"FedProto, FedProc, FedCCL and FedCCL+/FedAvg+ end to end: by name through RunConfig/run on the embedded data, and on real data when present."
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from fedlearn_nb.adversarial import robustness_report
+from fedlearn_nb.data import DatasetNotFoundError, load_benchmark, load_dataset, subsample_per_class
+from fedlearn_nb.engine import CHECKPOINT_NAME, FederatedData, LocalTraining, RunConfig, get_algorithm, run, run_experiment, run_folder
+from fedlearn_nb.models import build_model
+from fedlearn_nb.partition import partition_dirichlet
+import fedlearn_nb.algorithms.fedccl as fedccl
+
+torch.set_num_threads(1)
+
+
+def small_config(algorithm, tmp_path, **algorithm_kwargs):
+    return RunConfig(dataset="digits5lite", data_kwargs={"train_per_class": 8, "test_per_class": 10}, model="fedccl_cnn5",
+                     algorithm=algorithm, algorithm_kwargs=algorithm_kwargs, rounds=2, batch_size=32, optimizer="adam", lr=1e-3,
+                     device="cpu", results_dir=str(tmp_path))
+
+
+@pytest.mark.parametrize("algorithm, kwargs", [("fedproto", {}), ("fedproc", {"rounds": 2}), ("fedccl", {}),
+                                               ("fedcclplus", {"attack_steps": 1}), ("fedavgplus", {"attack_steps": 1})])
+def test_by_name_on_the_embedded_benchmark(tmp_path, algorithm, kwargs):
+    config = small_config(algorithm, tmp_path, **kwargs)
+    history = run(config, progress=False)
+    frame = history.to_frame()
+    assert frame["round"].tolist() == [1, 2]
+    assert {f"accuracy/{d}" for d in ("mnist_like", "usps_like", "svhn_like", "synth_like", "mnistm_like")} <= set(frame.columns)
+    if algorithm in ("fedccl", "fedcclplus"):
+        assert (frame["num_local_signals"] >= 5 * 10).all()  # every client holds every class: at least one signal each
+    if algorithm in ("fedproto", "fedproc"):
+        assert (frame["num_prototypes"] == 10).all()
+    assert (run_folder(config) / CHECKPOINT_NAME).exists()
+    again = run(config, progress=False)  # finished: read back from the run folder
+    assert again.same_as(history)
+
+
+def test_adversarial_variants_are_fedccl_with_options():
+    assert get_algorithm("fedcclplus") is fedccl.FedCCLPlus and get_algorithm("fedavgplus") is fedccl.FedAvgPlus
+    plus = fedccl.FedAvgPlus(epsilon=0.2)
+    assert (plus.adversarial, plus.use_local, plus.use_global, plus.epsilon) == (True, False, False, 0.2)
+    with pytest.raises(ValueError, match="attack_steps must be >= 1"): fedccl.FedCCLPlus(attack_steps=0)
+
+
+def mnist_federation(num_train=3000, num_test=1000, seed=0):
+    try: train, test = load_dataset("mnist", split="train"), load_dataset("mnist", split="test")
+    except DatasetNotFoundError as error: pytest.skip(f"MNIST not found: {str(error).splitlines()[0]}")
+    train = train.subset(subsample_per_class(train.y.numpy(), total=num_train, seed=seed))
+    test = test.subset(subsample_per_class(test.y.numpy(), total=num_test, seed=seed))
+    parts = partition_dirichlet(train.y.numpy(), 5, 0.5, seed=seed)
+    return FederatedData.from_partition(train, parts, test=test, seed=seed), test
+
+
+def test_fedccl_learns_real_mnist_and_is_attackable():
+    data, test = mnist_federation()
+    model = build_model("fedccl_cnn4", 10, 1, 28, seed=0)
+    algorithm = fedccl.FedCCL()
+    history = run_experiment(algorithm, data, model, rounds=3, training=LocalTraining(batch_size=32, lr=0.05, momentum=0.5), progress=False)
+    frame = history.to_frame()
+    assert frame["accuracy_weighted"].iloc[-1] > 0.6, frame
+    assert (frame["local_signals_per_class"] > 1).any()  # FINCH finds several clusters per class on real digits
+    assert torch.equal(algorithm.server["global_signal_labels"], torch.arange(10))
+    from fedlearn_nb.engine import set_parameters
+    set_parameters(model, algorithm.server["params"])
+    report = robustness_report(model, test.x, test.y, epsilon=0.3, pgd_steps=10)
+    assert report["clean"] > 0.6 and report["fgsm"] < report["clean"] and report["pgd10"] < report["clean"]
+
+
+def test_fedccl_on_the_real_digit5_domains_present():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try: benchmark = load_benchmark("digit5", missing="skip", train_per_class=10, test_per_class=10)
+        except DatasetNotFoundError as error: pytest.skip(f"no Digit-5 domain found: {str(error).splitlines()[0]}")
+    data = FederatedData.from_benchmark(benchmark)
+    history = run_experiment(fedccl.FedCCL(), data, build_model("fedccl_cnn5", 10, 3, 32, seed=0), rounds=2,
+                             training=LocalTraining(batch_size=32, optimizer="adam", lr=1e-3), progress=False)
+    frame = history.to_frame()
+    assert {f"accuracy/{d.name}" for d in benchmark} <= set(frame.columns)
+    assert np.isfinite(frame["train_loss"]).all() and (frame["num_local_signals"] >= 10 * len(benchmark)).all()

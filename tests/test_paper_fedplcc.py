@@ -1,0 +1,71 @@
+"papers/fedplcc.ipynb executes under papermill at smoke scale and writes its tables, figures, histories and metadata."
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+papermill = pytest.importorskip("papermill")
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "papers" / "fedplcc.ipynb"
+TABLE_II_METHODS = ["FedAvg", "MOON", "FedProx", "FedProto", "FPL", "FCCL+", "FedPLVM", "FedPLCC"]
+DIGIT5_COLUMNS = ["MNIST", "USPS", "SVHN", "Synth", "MNIST-M", "Avg.", "Δ"]
+
+
+def test_parameters_cell_is_tagged():
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1 and 'scale = "smoke"' in "".join(tagged[0]["source"])
+    assert all(not c.get("outputs") for c in cells if c["cell_type"] == "code"), "commit the paper notebook without outputs"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    results = tmp_path_factory.mktemp("fedplcc_smoke")
+    papermill.execute_notebook(str(NOTEBOOK), str(results / "executed.ipynb"), parameters=dict(scale="smoke", results_dir=str(results)),
+                               kernel_name="python3", cwd=str(ROOT), progress_bar=False)
+    return results
+
+
+def test_smoke_writes_every_result(smoke):
+    for name in ["table_2.csv", "table_3.csv", "table_4.csv", "table_5.csv", "figure_3.png", "figure_4.png", "sweep_alpha.csv",
+                 "method_ordering.csv", "metadata.json", "history_FedPLCC_digits5lite_seed0.csv", "history_FedAvg_digits5lite_seed0.csv"]:
+        assert (smoke / name).is_file(), name
+    assert (smoke / "runs").is_dir()
+
+
+def test_smoke_table_2_rows_and_notes(smoke):
+    table = pd.read_csv(smoke / "table_2.csv")
+    assert list(table.columns) == ["table", "method", "column", "ours", "paper", "difference", "ours_std", "seeds", "note"]
+    assert sorted(set(table.method)) == sorted(TABLE_II_METHODS)
+    assert set(table.column) == set(DIGIT5_COLUMNS) and len(table) == len(TABLE_II_METHODS) * len(DIGIT5_COLUMNS)
+    built = table[table.method != "FCCL+"]
+    assert built.ours.notna().all() and (built.ours.between(-100, 100)).all()
+    assert built.note.str.contains("stand-in: digits5lite").all()  # smoke numbers are marked as stand-in data
+    assert table[table.method == "FCCL+"].ours.isna().all() and table[table.method == "FCCL+"].note.str.startswith("not implemented").all()
+    fedplcc = table.set_index(["method", "column"])
+    assert fedplcc.loc[("FedPLCC", "Avg."), "paper"] == pytest.approx(80.092)
+    assert fedplcc.loc[("FedPLCC", "Avg."), "difference"] == pytest.approx(fedplcc.loc[("FedPLCC", "Avg."), "ours"] - 80.092, abs=1e-3)
+    assert fedplcc.loc[("FedAvg", "Δ"), "ours"] == 0
+
+
+def test_smoke_other_tables(smoke):
+    for number, rows in ((3, 8 * 6), (4, 8 * 8)):
+        table = pd.read_csv(smoke / f"table_{number}.csv")
+        assert len(table) == rows and table.ours.isna().all()
+        assert table.note.str.startswith("not run at smoke scale").all()
+    ablation = pd.read_csv(smoke / "table_5.csv")
+    assert len(ablation) == 7 * 2 and ablation.ours.notna().all()
+    first = ablation[(ablation.column == "Avg.")].iloc[0]
+    assert first.method == "L_contra w/o, L_corr w/o" and "FedAvg" in first.note
+    fedavg = pd.read_csv(smoke / "table_2.csv").query("method == 'FedAvg' and column == 'Avg.'").ours.item()
+    assert first.ours == pytest.approx(fedavg)
+    metadata = json.loads((smoke / "metadata.json").read_text())
+    assert metadata["config"]["scale"] == "smoke" and metadata["seed"] == 0 and "versions" in metadata
+
+
+def test_unknown_scale_is_a_clear_error(tmp_path):
+    with pytest.raises(papermill.PapermillExecutionError, match="scale must be one of smoke, quick, paper"):
+        papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "out.ipynb"), parameters=dict(scale="huge", results_dir=str(tmp_path)),
+                                   kernel_name="python3", cwd=str(ROOT), progress_bar=False)
