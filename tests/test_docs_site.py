@@ -61,6 +61,7 @@ class Chromium:
     def __init__(self, profile: Path, timeout: float = 60):
         import websocket
         profile.mkdir(parents=True, exist_ok=True)
+        (profile / "DevToolsActivePort").unlink(missing_ok=True)  # a stale one would point to a dead browser
         self.log = open(profile.parent / "chromium.log", "wb")
         self.process = subprocess.Popen(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

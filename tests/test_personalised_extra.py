@@ -1,0 +1,41 @@
+"FedAMP, FedALA, FedGH and FedPAC are found by name in a fresh process and run from a RunConfig on the embedded data."
+import subprocess
+import sys
+
+import pytest
+
+NAMES = ["fedamp", "fedala", "fedgh", "fedpac"]
+
+
+def test_names_resolve_in_a_fresh_process():
+    code = ("from fedlearn_nb.engine import get_algorithm\n"
+            f"for n in {NAMES!r}: assert get_algorithm(n).name == n, n\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_run_config_runs_and_repeats(name, tmp_path):
+    import torch
+    from fedlearn_nb.engine import RunConfig, run
+    torch.set_num_threads(1)
+    def once(folder):
+        config = RunConfig(dataset="digits5lite", partition="domains", model="fedcrl_cnn",
+                           model_kwargs={"conv_channels": [4, 8], "representation_dim": 16}, algorithm=name, rounds=2,
+                           batch_size=64, optimizer="adam", lr=0.003, results_dir=str(folder))
+        return run(config, progress=False)
+    history = once(tmp_path / "a")
+    assert len(history) == 2 and history.protocol == "personalised"
+    assert 0 <= history.summary()["final_accuracy_mean"] <= 1
+    assert once(tmp_path / "b").same_as(history)  # same seed, same history
+
+
+def test_bad_hyperparameters_say_what_is_wrong():
+    from fedlearn_nb.algorithms.fedala import FedALA
+    from fedlearn_nb.algorithms.fedamp import FedAMP
+    from fedlearn_nb.algorithms.fedgh import FedGH
+    from fedlearn_nb.algorithms.fedpac import FedPAC
+    with pytest.raises(ValueError, match="sigma"): FedAMP(sigma=-1)
+    with pytest.raises(ValueError, match="sample_fraction"): FedALA(sample_fraction=1.5)
+    with pytest.raises(ValueError, match="server_epochs"): FedGH(server_epochs=0)
+    with pytest.raises(ValueError, match="head_epochs"): FedPAC(head_epochs=0)
