@@ -24,13 +24,13 @@ def test_fedcrl_notebook_smoke(tmp_path):
         ran = table[table.ours.notna()]
         assert len(ran) > 0 and ran.note.str.contains("STAND-IN").all()  # smoke numbers are labelled as stand-in data
         assert (ran.ours.between(0, 100)).all()
-        assert table[table.method == "FedAMP"].note.str.startswith("not implemented yet").all()
+        assert not table.note.str.startswith("not implemented yet").any()  # all 16 methods of Tables II and III run
         assert (table.difference.dropna() == (table.ours - table.paper).dropna().round(2)).all()
     table = pd.read_csv(tmp_path / "table_2.csv")
     fedcrl = table[(table.method == "FedCRL") & (table.column == "prac-cifar10") & (table.metric == "Acc")]
     assert fedcrl.paper.item() == 91.28 and fedcrl.ours.notna().item()
     histories = sorted(p.name for p in tmp_path.glob("history_*_seed0.csv"))
-    assert "history_fedcrl_digits-prac_seed0.csv" in histories and len(histories) == 12 * 3
+    assert "history_fedcrl_digits-prac_seed0.csv" in histories and len(histories) == 16 * 3
     frame = pd.read_csv(tmp_path / "history_fedcrl_digits-prac_seed0.csv")
     assert frame["round"].tolist() == [1, 2] and {"accuracy_mean", "accuracy_std", "tau_mean"} <= set(frame.columns)
 
