@@ -1,0 +1,88 @@
+"Execute papers/ccfc.ipynb at smoke scale with papermill and check every result file it promises."
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "papers" / "ccfc.ipynb"
+METHODS = ["KM", "FCM", "k-FED", "FFCM", "SDA-FC-KM", "SDA-FC-FCM", "PPFC-GAN", "CCFC"]
+P_VALUES = [0.0, 0.25, 0.5, 0.75, 1.0]
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> Path:
+    papermill = pytest.importorskip("papermill")
+    results = tmp_path_factory.mktemp("ccfc_smoke")
+    papermill.execute_notebook(str(NOTEBOOK), str(results / "executed.ipynb"), parameters=dict(scale="smoke", results_dir=str(results)),
+                               kernel_name="python3", language="python", cwd=str(ROOT), progress_bar=False)
+    return results
+
+
+def read(results: Path, name: str) -> pd.DataFrame:
+    return pd.read_csv(results / name, keep_default_na=False, na_values=[""])
+
+
+def test_tables_1_and_2_have_every_method_and_p(smoke):
+    for number, metric_max in ((1, 1.0), (2, 1.0)):
+        table = read(smoke, f"table_{number}.csv")
+        assert list(table.columns) == ["dataset", "p", "method", "ours", "ours_std", "seeds", "paper", "difference", "note"]
+        assert set(table.method) == set(METHODS) and sorted(set(table.p)) == P_VALUES
+        assert len(table) == 2 + 6 * 5           # KM and FCM only at p = 0, as in the paper
+        ours = table.set_index(["p", "method"])
+        for method in ("k-FED", "FFCM", "CCFC"):  # built and run at every p
+            assert ours.loc[[(p, method) for p in P_VALUES], "ours"].between(-1, metric_max).all()
+        for method in ("SDA-FC-KM", "SDA-FC-FCM", "PPFC-GAN"):
+            rows = ours.xs(method, level="method")
+            assert rows.ours.isna().all() and rows.note.str.startswith("not implemented").all() and rows.paper.notna().all()
+        assert table.note[table.method == "CCFC"].str.contains("stand-in").all()
+        ccfc = ours.loc[(0.0, "CCFC")]
+        assert ccfc.paper == (0.9236 if number == 1 else 0.9619)
+        assert ccfc.difference == pytest.approx(ccfc.ours - ccfc.paper)
+
+
+def test_table_3_knn_and_table_4_per_client_kappa(smoke):
+    t3 = read(smoke, "table_3.csv")
+    assert set(t3.space) == {"Raw pixels", "PPFC-GAN", "SCFC", "CCFC"} and len(t3) == 4 * 7
+    assert t3[(t3.space == "CCFC") & (t3.k == 3)].ours.between(10, 100).all()
+    assert t3[t3.k == 7000].ours.isna().all() and t3[t3.k == 7000].note.str.startswith("skipped").all()  # more than the digits' train split
+    t4 = read(smoke, "table_4.csv")
+    assert list(t4.columns) == ["client", "column", "ours", "paper", "difference", "note"]
+    assert set(t4.column) == {"IR", "Standalone SCFC", "Standalone CCFC", "FedAvg SCFC", "FedAvg CCFC", "FedAvg+MC SCFC", "FedAvg+MC CCFC"}
+    assert sorted(set(t4.client)) == list(range(1, 11)) and t4.ours.notna().all()
+    assert (t4[t4.column == "IR"].ours >= 1).all()
+
+
+def test_figures_histories_scores_and_metadata(smoke):
+    for number in (4, 5, 6, 7): assert (smoke / f"figure_{number}.png").stat().st_size > 1000
+    figure_6, figure_7 = read(smoke, "figure_6.csv"), read(smoke, "figure_7.csv")
+    assert set(figure_6.method) == {"k-FED", "FFCM", "CCFC"} and set(figure_6.disconnection_rate) == {0.0, 0.3}
+    assert set(figure_7["lambda"]) == {0.001, 1.0}
+    assert len(read(smoke, "figure_5.csv")) == 3
+    for method in ("CCFC", "k-FED", "FFCM"):
+        for p in ("0", "0.25", "0.5", "0.75", "1"):
+            history = read(smoke, f"history_{method}_digits-p{p}_seed0.csv")
+            assert {"round", "nmi", "kappa", "acc", "ari", "bytes_up"} <= set(history.columns)
+    scores = read(smoke, "scores.csv")
+    assert {"method", "dataset", "p", "seed", "nmi", "kappa", "acc", "ari"} <= set(scores.columns)
+    metadata = json.loads((smoke / "metadata.json").read_text())
+    assert metadata["config"]["scale"] == "smoke" and metadata["stand_in"] is True and metadata["versions"]["torch"]
+
+
+def test_a_second_run_resumes_from_the_checkpoints(smoke, tmp_path):
+    "Running again into the same folder reuses every finished run: same scores, much faster."
+    papermill = pytest.importorskip("papermill")
+    before = read(smoke, "scores.csv")
+    papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "again.ipynb"), parameters=dict(scale="smoke", results_dir=str(smoke)),
+                               kernel_name="python3", language="python", cwd=str(ROOT), progress_bar=False)
+    after = read(smoke, "scores.csv")
+    pd.testing.assert_frame_equal(before, after)
+
+
+def test_bad_parameters_name_the_valid_ones(tmp_path):
+    papermill = pytest.importorskip("papermill")
+    for parameters, message in ((dict(scale="huge"), "valid: smoke, quick, paper"), (dict(methods="CCFC,DEC"), "unknown method(s) ['DEC']")):
+        with pytest.raises(papermill.PapermillExecutionError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
+            papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "bad.ipynb"), parameters={**parameters, "results_dir": str(tmp_path)},
+                                       kernel_name="python3", language="python", cwd=str(ROOT), progress_bar=False)
