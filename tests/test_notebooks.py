@@ -1,5 +1,6 @@
 "Run every chapter notebook's inline tests (nbdev-test), one pytest test per notebook."
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,9 @@ def test_there_are_chapters():
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook(notebook: Path):
-    result = subprocess.run(["nbdev-test", "--n-workers", "0", str(notebook)],
+    # nbdev-test of this interpreter (not whatever `nbdev-test` is first on PATH)
+    command = [sys.executable, "-c", "from nbdev.test import nbdev_test; nbdev_test()", "--n-workers", "0", str(notebook)]
+    result = subprocess.run(command,
                             cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0 and "Success." in result.stdout, (
         f"{notebook.name} failed its inline tests:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}")
