@@ -386,6 +386,7 @@ class Algorithm:
         "Attach the working model, the federation and the local-training settings, clear client states, `initialize` the server."
         self.model, self.data, self.training, self.seed = model.to(data.device), data, training, seed
         for client in data.clients: client.state = {}  # a new experiment starts from scratch on every client
+        self.server = {}  # ... and on the server: nothing from an earlier run of this instance survives
         self.device = data.device
         self._initial = get_parameters(self.model)
         self._shared = [k for k in self._initial if self.is_shared(k)]
