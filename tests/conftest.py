@@ -9,7 +9,8 @@ os.environ.setdefault("FEDLEARN_SETTINGS", str(ROOT / "settings.ini"))
 # pytest -n 2 on a 2-core machine: one math thread per worker (and per notebook subprocess, which inherits it),
 # otherwise the workers oversubscribe the cores and every test runs several times slower.
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"): os.environ.setdefault(_var, "1")
-os.environ.setdefault("MPLBACKEND", "Agg")
+# No MPLBACKEND here: a notebook kernel started with MPLBACKEND=Agg shows no inline figures (the docs test checks them).
+os.environ.pop("MPLBACKEND", None) if os.environ.get("MPLBACKEND", "").lower() == "agg" else None
 
 
 def pytest_addoption(parser):

@@ -69,3 +69,15 @@ def test_kfed_and_ffcm_on_real_mnist_are_near_the_papers_baselines():
     ffcm = run_experiment(FFCM(kmeans_n_init=3), federation, RawFeatures.for_data(federation), rounds=3, progress=False)[-1]
     for name, result in (("k-FED", kfed), ("FFCM", ffcm)):
         assert 0.4 < result["nmi"] < 0.65, (name, result["nmi"])
+
+
+def test_fuzzy_cmeans_on_an_accelerator_computes_what_the_cpu_does(monkeypatch):
+    "The torch branch of fuzzy c-means (used when the points are on a GPU) gives the NumPy branch's result."
+    import fedlearn_nb.algorithms.federated_clustering as clustering
+    points = np.random.default_rng(0).normal(size=(300, 5)) + np.repeat(np.eye(5)[:3] * 6, 100, axis=0)
+    on_cpu = clustering.fuzzy_cmeans(points, 3, m=1.5, seed=0, tol=1e-8)
+    monkeypatch.setattr(clustering, "_fcm_points", lambda p: torch.as_tensor(np.asarray(p), dtype=torch.float64))
+    in_torch = clustering.fuzzy_cmeans(points, 3, m=1.5, seed=0, tol=1e-8, sample_weight=np.ones(300))
+    np.testing.assert_allclose(in_torch.centroids, on_cpu.centroids, atol=1e-10)
+    np.testing.assert_allclose(in_torch.memberships, on_cpu.memberships, atol=1e-10)
+    assert in_torch.iterations == on_cpu.iterations and in_torch.converged

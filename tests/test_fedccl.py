@@ -12,7 +12,15 @@ from fedlearn_nb.models import build_model
 from fedlearn_nb.partition import partition_dirichlet
 import fedlearn_nb.algorithms.fedccl as fedccl
 
-torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    "Small models on a shared CPU: one torch thread (restored afterwards)."
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def small_config(algorithm, tmp_path, **algorithm_kwargs):
