@@ -787,6 +787,12 @@ def register_algorithm(cls: type) -> type:
     ALGORITHMS[cls.name.lower()] = cls
     return cls
 
+def _import_all_algorithms() -> None:
+    "Import every module of `fedlearn_nb.algorithms`, so that every registered name is known."
+    import pkgutil
+    import fedlearn_nb.algorithms as package
+    for info in pkgutil.iter_modules(package.__path__): importlib.import_module(f"{package.__name__}.{info.name}")
+
 def get_algorithm(name: str) -> type:
     "The algorithm class registered as `name`, importing its module on first use."
     key = name.lower()
@@ -795,6 +801,7 @@ def get_algorithm(name: str) -> type:
         try: importlib.import_module(module)
         except ModuleNotFoundError as error:
             if error.name not in (module, module.rsplit(".", 1)[0]): raise
+    if key not in ALGORITHMS: _import_all_algorithms()  # variants registered in a module of another name (FedCCL+, SCFC)
     if key not in ALGORITHMS:
         raise KeyError(f"unknown algorithm {name!r}; known: {sorted(ALGORITHMS)} (a new one must be decorated with @register_algorithm)")
     return ALGORITHMS[key]

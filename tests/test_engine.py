@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fedlearn_nb.core import torch_generator
-from fedlearn_nb.engine import CHECKPOINT_NAME, FederatedData, History, RunConfig, run, run_folder
+from fedlearn_nb.engine import CHECKPOINT_NAME, FederatedData, History, RunConfig, get_algorithm, run, run_folder
 
 
 class Images:
@@ -130,3 +130,14 @@ def test_fedavg_learns_on_the_embedded_digits(tmp_path):
     assert summary["final_accuracy_domain_mean"] > 0.5, summary
     assert summary["final_accuracy_mean"] > 0.5, summary
     assert len(history[-1]["clients"]) == len(data.load_benchmark("digits5lite").domains)
+
+
+def test_get_algorithm_finds_variants_registered_in_other_modules():
+    "FedCCL+ lives in algorithms/fedccl.py and SCFC in algorithms/ccfc.py: found by name all the same."
+    import subprocess, sys
+    code = ("from fedlearn_nb.engine import get_algorithm; "
+            "print(get_algorithm('FedCCLPlus').__name__, get_algorithm('fedavgplus').__name__, get_algorithm('scfc').__name__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)  # a fresh registry
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["FedCCLPlus", "FedAvgPlus", "SCFC"]
+    with pytest.raises(KeyError, match="unknown algorithm"): get_algorithm("no-such-method")
