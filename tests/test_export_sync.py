@@ -16,7 +16,8 @@ def test_library_matches_notebooks(tmp_path):
     for name in ("pyproject.toml", "settings.ini"): shutil.copy(ROOT / name, tmp_path / name)
     shutil.copytree(ROOT / "nbs", tmp_path / "nbs", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     shutil.copytree(ROOT / "fedlearn_nb", tmp_path / "fedlearn_nb", ignore=shutil.ignore_patterns("__pycache__"))
-    export = [sys.executable, "-c", "from nbdev.doclinks import nbdev_export; nbdev_export()"]
+    # the nbdev-export script beside this interpreter (a `python -c` main would be re-run by child processes)
+    export = [shutil.which("nbdev-export", path=str(Path(sys.executable).parent)) or shutil.which("nbdev-export")]
     result = subprocess.run(export, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     committed, exported = _python_files(ROOT / "fedlearn_nb"), _python_files(tmp_path / "fedlearn_nb")
