@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .core import atomic_write_json, find_settings_file, load_settings, read_json, run_metadata
+from .core import KERNEL_ARGUMENTS, atomic_write_json, find_settings_file, load_settings, read_json, run_metadata
 
 # %% auto #0
 __all__ = ['SCALES', 'PAPERS', 'RUNNER_PARAMETERS', 'PUBLISHED_PATTERNS', 'PaperTable', 'PaperSpec', 'DataCheck', 'check_data',
@@ -535,7 +535,8 @@ def execute_plan(plan: RunPlan, progress: bool = True, kernel_name: str = "pytho
               "metadata": run_metadata({"paper": plan.paper, "scale": plan.scale, "parameters": plan.parameters})}
     try:
         papermill.execute_notebook(nb, str(plan.executed_notebook), parameters=plan.parameters, kernel_name=kernel_name,
-                                   cwd=str(plan.notebook.parent), progress_bar=progress, execution_timeout=timeout)
+                                   cwd=str(plan.notebook.parent), progress_bar=progress, execution_timeout=timeout,
+                                   extra_arguments=list(KERNEL_ARGUMENTS))
     except Exception as failure:  # papermill saves the notebook up to the failing cell
         error = f"{type(failure).__name__}: {str(failure).strip().splitlines()[-1] if str(failure).strip() else ''}"
     finally:

@@ -65,6 +65,19 @@ def test_resume_on_nodes_restores_each_clients_state_from_the_node_store(tmp_pat
     assert resumed.same_as(straight)
 
 
+def test_a_refused_resume_on_flower_writes_nothing(tmp_path):
+    "Resuming a Flower run with another config is refused before config.json (the record of the finished rounds) is touched."
+    config = small_config("fedavg", tmp_path, rounds=1)
+    grid = LocalGrid(3)
+    serve_experiment(grid, grid.get_node_ids(), config, resume=False, progress=False)
+    folder = flower_folder(config)
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    grid = LocalGrid(3)
+    with pytest.raises(ValueError, match="different experiment"):
+        serve_experiment(grid, grid.get_node_ids(), RunConfig(**{**config.to_dict(), "lr": 0.1}), resume=True, progress=False)
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+
+
 def test_paper_algorithms_give_identical_histories_on_flowers_simulation_engine(tmp_path):
     "FedAvg, FedProx, FedCCL, FedPLCC, FedCRL and CCFC: 3 SuperNodes, 2 rounds, one Ray start-up for all six."
     configs = [small_config(name, tmp_path) for name in PAPER_ALGORITHMS]

@@ -56,6 +56,14 @@ def test_run_writes_a_dated_folder_and_prints_the_tables(papers, tmp_path, capsy
     assert "Summary" in out and "example: ok" in out
 
 
+def test_the_kernel_runs_quietly(papers, tmp_path, capfd):
+    "The notebook's kernel is started with our quiet arguments: no plain-TCP banner on the terminal (captured at the fd level)."
+    status = main([str(a) for a in ("--papers-dir", papers, "run", "example", "--results-dir", tmp_path / "results", "--no-progress")])
+    out, err = capfd.readouterr()
+    assert status == 0, out + err
+    assert "example: ok" in out and "Kernel is running over TCP" not in out + err
+
+
 def test_an_untagged_parameters_cell_still_takes_the_values(papers, tmp_path, capsys):
     # nbdev-clean strips the `parameters` tag unless pyproject allows "tags": the runner tags the cell itself, so
     # that the given values are injected *after* the defaults instead of being overwritten by them
