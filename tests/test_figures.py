@@ -50,3 +50,17 @@ def test_plot_cluster_identities_rounds_and_title():
     assert_round_ticks_are_whole(ax)
     assert ax.get_title() and ax.get_xlabel().startswith("round")
     plt.close(ax.figure)
+
+
+def test_every_legend_in_the_chapters_and_paper_notebooks_sits_outside_the_axes():
+    "A legend drawn by a chapter or a paper notebook is anchored outside its axes (bbox_to_anchor), never over the data."
+    import json, re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    inside = []
+    for path in sorted([*root.glob("nbs/*.ipynb"), *root.glob("papers/*.ipynb")]):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code": continue
+            for call in re.findall(r"\.legend\((.*)", "".join(cell["source"])):
+                if "bbox_to_anchor" not in call: inside.append(f"{path.name}: .legend({call[:60]}")
+    assert not inside, inside
