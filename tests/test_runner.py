@@ -132,6 +132,16 @@ REAL = discover_papers(ROOT / "papers") if (ROOT / "papers").is_dir() else {}
 
 
 @pytest.mark.parametrize("paper", sorted(PAPERS))
+def test_papermill_reads_every_parameter_of_the_paper_notebook(paper, caplog):
+    "Papermill's own inspection finds exactly the parameters our runner parses, without 'Unable to parse line' warnings."
+    import logging, papermill
+    with caplog.at_level(logging.WARNING, logger="papermill"):
+        found = papermill.inspect_notebook(str(ROOT / "papers" / f"{paper}.ipynb"))
+    assert not [r.getMessage() for r in caplog.records if "Unable to parse" in r.getMessage()]
+    assert set(found) == set(notebook_parameters(ROOT / "papers" / f"{paper}.ipynb"))
+
+
+@pytest.mark.parametrize("paper", sorted(PAPERS))
 def test_registry_agrees_with_the_paper_notebook(paper):
     if paper not in REAL: pytest.skip(f"papers/{paper}.ipynb does not exist yet")
     path = REAL[paper]
