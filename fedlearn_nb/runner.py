@@ -34,8 +34,8 @@ __all__ = ['SCALES', 'PAPERS', 'RUNNER_PARAMETERS', 'PUBLISHED_PATTERNS', 'Paper
            'parse_parameters', 'notebook_parameters', 'notebook_scales', 'notebook_title', 'write_example_paper',
            'parse_value', 'select_papers', 'check_request', 'RunPlan', 'timestamp', 'run_folder_for', 'plan_runs',
            'describe_plan', 'read_tables', 'is_stand_in', 'table_summary', 'side_by_side_text', 'results_problem',
-           'RunOutcome', 'execute_plan', 'publish_run', 'committed_results', 'method_ordering', 'reproduction_status',
-           'list_papers', 'print_results', 'main']
+           'RunOutcome', 'execute_plan', 'publish_run', 'committed_results', 'csv_table_number', 'method_ordering',
+           'reproduction_status', 'list_papers', 'print_results', 'main']
 
 # %% ../nbs/91_runner.ipynb #bd9bc8c6
 SCALES = ("smoke", "quick", "paper")  # the convention of every paper notebook, smallest first
@@ -476,7 +476,7 @@ def table_summary(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
         ours, paper, stand_in = _numeric(frame, "ours"), _numeric(frame, "paper"), is_stand_in(frame)
         both = ours.notna() & paper.notna() & ~stand_in
         notes = frame["note"].dropna().astype(str) if "note" in frame else pd.Series(dtype=str)
-        notes = notes[notes.str.strip() != ""]
+        notes = notes[notes.str.strip() != ""].map(lambda n: "; ".join(dict.fromkeys(n.split("; "))))  # a reason repeated per domain, once
         rows.append({"table": number, "entries": len(frame), "with ours": int(ours.notna().sum()),
                      "stand-in": int((ours.notna() & stand_in).sum()),
                      "mean ours": ours[both].mean() if both.any() else None,
@@ -582,6 +582,13 @@ def committed_results(paper: str, results_root: str | Path | None = None) -> tup
     best = max(folders, key=rank)
     return best, _scale_of(best, root)
 
+def csv_table_number(number: str) -> str:
+    "A registry table number as the paper notebooks name its CSV: roman numerals become arabic ('II' -> '2'), others stay."
+    values = {"I": 1, "V": 5, "X": 10, "L": 50}
+    if not number or not set(number) <= set(values): return number
+    digits = [values[c] for c in number]
+    return str(sum(-d if d < after else d for d, after in zip(digits, digits[1:] + [0])))
+
 def _ours_vs_paper(row: pd.Series | None) -> str:
     if row is None: return "table not in the committed run"
     if not row["with ours"]: return f"0 of {row['entries']} entries ({row['commonest note'] or 'no numbers'})"
@@ -636,9 +643,10 @@ def reproduction_status(results_root: str | Path | None = None) -> pd.DataFrame:
             if table.status == "not a result": committed = state = "-"
             elif found is None: committed = state = "no committed run yet"
             else:
-                row = summary.loc[table.number] if table.number in summary.index else None
+                key = next((k for k in (table.number, csv_table_number(table.number)) if k in tables), None)  # table_II.csv or table_2.csv
+                row = summary.loc[key] if key is not None else None
                 committed, state = f"{found[1]}: " + _ours_vs_paper(row), _committed_state(row, found[1])
-                if table.number in tables: ordering = _ordering_text(method_ordering(tables[table.number]))
+                if key is not None: ordering = _ordering_text(method_ordering(tables[key]))
             rows.append({"paper": spec.key, "table": table.number, "shows": table.caption, "paper's data": table.paper_data,
                          "our data (smoke)": table.smoke or "-", "our data (quick, paper)": table.real,
                          "reproduced": table.status + (f" ({table.note})" if table.note else ""), "committed": state,
