@@ -573,12 +573,12 @@ def _scale_of(folder: Path, root: Path) -> str:
     return next((part for part in folder.relative_to(root).parts if part in SCALES), "?")
 
 def committed_results(paper: str, results_root: str | Path | None = None) -> tuple[Path, str] | None:
-    "The committed results folder of `paper` (largest scale, then newest) and its scale, or None."
+    "The committed results folder of `paper` (largest scale; the folder named after it before extra runs in its subfolders; then newest) and its scale, or None."
     root = (Path(results_root) if results_root is not None else project_root() / "papers" / "results") / paper
     if not root.is_dir(): return None
     folders = {p.parent for p in root.rglob("table_*.csv")}
     if not folders: return None
-    rank = lambda f: (SCALES.index(_scale_of(f, root)) if _scale_of(f, root) in SCALES else -1, f.stat().st_mtime)
+    rank = lambda f: (SCALES.index(_scale_of(f, root)) if _scale_of(f, root) in SCALES else -1, f.name == _scale_of(f, root), f.stat().st_mtime)
     best = max(folders, key=rank)
     return best, _scale_of(best, root)
 
