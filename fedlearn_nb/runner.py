@@ -702,6 +702,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true")
     publish = commands.add_parser("publish", help="copy a run's tables and figures to papers/results/<paper>/<scale>/")
     publish.add_argument("run_dir")
+    publish.add_argument("--to", default=None, help="publish into this folder instead (e.g. papers/results/fedplcc/quick/30-rounds for a "
+                         "supplementary run kept beside the main one, which the status page keeps using)")
     return parser
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -711,7 +713,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "list":
             print(list_papers(args.papers_dir)); return 0
         if args.command == "publish":
-            print(f"published to {publish_run(args.run_dir)}"); return 0
+            print(f"published to {publish_run(args.run_dir, args.to)}"); return 0
         plans = plan_runs(args.paper, args.scale, args.parameter, args.results_dir, args.papers_dir, args.resume)
     except (ValueError, FileNotFoundError) as error:
         print(f"fedlearn-repro: error: {error}", file=sys.stderr); return 2

@@ -117,6 +117,10 @@ def test_resume_reuses_the_newest_folder_and_publish_copies_the_tables(papers, t
     target = publish_run(first, tmp_path / "papers" / "results" / "example" / "smoke")
     assert sorted(p.name for p in target.iterdir()) == ["example.ipynb", "runner.json", "table_1.csv"]  # the executed notebook too
     assert list(read_tables(target)) == ["1"]
+    extra = tmp_path / "papers" / "results" / "example" / "smoke" / "more-rounds"   # a supplementary run beside the main one
+    status, out, _ = call(capsys, "--papers-dir", papers, "publish", first, "--to", extra)
+    assert status == 0 and str(extra) in out and (extra / "table_1.csv").is_file() and (target / "table_1.csv").is_file()
+    assert runner.committed_results("example", tmp_path / "papers" / "results") == (target, "smoke")
 
 
 def test_module_entry_point_lists_the_papers(papers):
