@@ -128,7 +128,7 @@ def clustering_accuracy(labels_true: Any, labels_pred: Any) -> float:
     return float(np.mean(true == renamed))
 
 def kappa(labels_true: Any, labels_pred: Any) -> float:
-    "Cohen's kappa between classes and Hungarian-matched clusters (CCFC's Kappa, spec 3.4)."
+    "Cohen's kappa between classes and Hungarian-matched clusters (our reading of CCFC's Kappa)."
     true, renamed = _matched_labels(labels_true, labels_pred)
     return float(sk_metrics.cohen_kappa_score(true, renamed))
 

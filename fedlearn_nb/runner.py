@@ -84,7 +84,7 @@ PAPERS: dict[str, PaperSpec] = {spec.key: spec for spec in [
         PaperTable("4", "accuracy, imbalanced intra-domain heterogeneity", "MNIST, Fashion-MNIST, CIFAR-10", "digits",
                    "MNIST, Fashion-MNIST, CIFAR-10 (1,000 JPEG training images per class)", "yes"),
         PaperTable("5", "ablation: local / global contrast, inter-domain", "Digit-5, Office-10", "digits5lite",
-                   f"{_OURS_DIGIT5}; {_OFFICE}", "partly", "which ablation row is 'local only' is a reading (spec 4, Table 5)"),
+                   f"{_OURS_DIGIT5}; {_OFFICE}", "partly", "which ablation row is 'local only' is our reading of the paper's Table 5"),
         PaperTable("6", "ablation: local / global contrast, intra-domain", "Fashion-MNIST, CIFAR-10", "digits",
                    "Fashion-MNIST, CIFAR-10", "yes"),
         PaperTable("7", "averaged vs clustered signals", "Digit-5, Office-10", "digits5lite",
