@@ -24,7 +24,7 @@ def digits():
 
 
 def test_ccfc_beats_kfed_nmi_on_the_embedded_digits_at_p0(digits):
-    "The issue's acceptance check: CCFC (with the authors' federated SimSiam pre-training) beats k-FED's NMI at p = 0."
+    "The end-to-end check: CCFC (with the authors' federated SimSiam pre-training) beats k-FED's NMI at p = 0."
     kfed = run_experiment(KFed(), digits, RawFeatures.for_data(digits), rounds=1, progress=False)[-1]["nmi"]
     seed_everything(0)
     model = ccfc_mlp(16 * 16, hidden_dim=256, latent_dim=64, predictor_hidden_dim=16)
