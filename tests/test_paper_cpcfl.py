@@ -43,6 +43,17 @@ def test_main_table_rows_and_columns(smoke):
     assert table3.note.str.startswith("STAND-IN data").all()                        # computed on stand-in data: marked, entry by entry
 
 
+def test_the_encoder_is_chosen_by_linear_evaluation(smoke):
+    "One linear evaluation per pre-training method, the CP-CFL accuracy reached with it (Table 3's last column), one choice."
+    choice = pd.read_csv(smoke / "encoder_choice.csv")
+    assert list(choice["pre-training"]) == ["simclr", "byol", "simsiam"] and choice["chosen by linear evaluation"].sum() == 1
+    chosen = choice.loc[choice["chosen by linear evaluation"]].iloc[0]
+    assert chosen["linear evaluation, test (%)"] == choice["linear evaluation, test (%)"].max()
+    table3 = pd.read_csv(smoke / "table_3.csv")
+    final = table3[table3.column == "T = 100"].set_index("method").ours
+    assert abs(final["CP-CFL (SimCLR)"] - choice.set_index("pre-training").loc["simclr", "CP-CFL final accuracy (%)"]) < 1e-3
+
+
 def test_skipped_and_not_run_entries_say_why(smoke):
     table5 = pd.read_csv(smoke / "table_5.csv")
     missing = table5[table5.ours.isna() & table5.paper.notna()]
