@@ -18,11 +18,12 @@ import torchvision
 from torch import nn
 
 # %% auto #0
-__all__ = ['CCFC_LATENT_DIM', 'CPCFL_HEAD_HIDDEN_DIMS', 'MODEL_BUILDERS', 'MODEL_ALIASES', 'SplitModel', 'count_parameters',
-           'conv_output_size', 'count_multiply_adds', 'feature_dim_of', 'SimpleCNN', 'resnet_features',
-           'ResNetClassifier', 'CCFCSimSiam', 'cpcfl_encoder', 'mlp', 'CPCFLNet', 'ContrastivePretrainNet',
-           'vit_tiny_features', 'load_backbone_weights', 'FrozenBackboneMLP', 'register_model', 'available_models',
-           'build_model', 'check_model_contract', 'has_batchnorm', 'trainable_state_keys']
+__all__ = ['CCFC_LATENT_DIM', 'CPCFL_HEAD_HIDDEN_DIMS', 'CPCFL_ENCODERS', 'MODEL_BUILDERS', 'MODEL_ALIASES', 'SplitModel',
+           'count_parameters', 'conv_output_size', 'count_multiply_adds', 'feature_dim_of', 'SimpleCNN',
+           'resnet_features', 'ResNetClassifier', 'CCFCSimSiam', 'cpcfl_encoder', 'mlp', 'CPCFLNet',
+           'ContrastivePretrainNet', 'vit_tiny_features', 'load_backbone_weights', 'FrozenBackboneMLP',
+           'register_model', 'available_models', 'build_model', 'check_model_contract', 'has_batchnorm',
+           'trainable_state_keys']
 
 # %% ../nbs/04_models.ipynb #a07d00f5
 class SplitModel(nn.Module):
@@ -217,9 +218,13 @@ class CCFCSimSiam(SplitModel):
 # %% ../nbs/04_models.ipynb #d6cb00c6
 CPCFL_HEAD_HIDDEN_DIMS = {0: (), 1: (256,), 2: (256, 128), 3: (256, 128, 64)}  # theta_c, theta_c-1, -2, -3
 
-def cpcfl_encoder(in_channels: int = 3, image_size: int = 96, padding: int = 0) -> nn.Module:
-    "CP-CFL's CNN encoder: four 3x3 stride-2 ReLU convs (64, 128, 192, 256), then Dense(256) + ReLU."
+CPCFL_ENCODERS = ("cnn", "resnet18", "resnet50")                     # 256-d, 512-d, 2048-d
+
+def cpcfl_encoder(in_channels: int = 3, image_size: int = 96, padding: int = 0, encoder: str = "cnn") -> nn.Module:
+    "CP-CFL's encoder theta_f: the CNN (four 3x3 stride-2 ReLU convs 64-128-192-256, Dense(256) + ReLU) or a ResNet-18/50."
     _check_sizes(1, in_channels, image_size)
+    if encoder in ("resnet18", "resnet50"): return resnet_features(int(encoder[6:]), "imagenet", in_channels)  # (B, 512 | 2048)
+    if encoder != "cnn": raise ValueError(f"encoder must be one of {CPCFL_ENCODERS} (or an nn.Module for CPCFLNet), got {encoder!r}")
     layers, channels, side = [], in_channels, image_size
     for out_channels in (64, 128, 192, 256):
         layers += [nn.Conv2d(channels, out_channels, 3, stride=2, padding=padding), nn.ReLU()]
@@ -238,17 +243,16 @@ def mlp(in_dim: int, hidden_dims: Sequence[int], out_dim: int, batchnorm: bool =
     return nn.Sequential(*layers, nn.Linear(width, out_dim))
 
 class CPCFLNet(SplitModel):
-    "CP-CFL's classifier: features = encoder theta_f (256-d CNN or 512-d ResNet-18), head = classifier head theta_c."
+    "CP-CFL's classifier: features = encoder theta_f (256-d CNN, 512-d ResNet-18, 2048-d ResNet-50), head = theta_c."
     def __init__(self, num_classes: int, in_channels: int = 3, image_size: int = 96, head_depth: int = 0,
                  head_hidden_dims: Sequence[int] | None = None, encoder: str | nn.Module = "cnn", padding: int = 0):
         _check_sizes(num_classes, in_channels, image_size)
         if head_hidden_dims is None:
             if head_depth not in CPCFL_HEAD_HIDDEN_DIMS: raise ValueError(f"head_depth must be 0, 1, 2 or 3, got {head_depth}")
             head_hidden_dims = CPCFL_HEAD_HIDDEN_DIMS[head_depth]
-        if encoder == "cnn": encoder = cpcfl_encoder(in_channels, image_size, padding)
-        elif encoder == "resnet18": encoder = resnet_features(18, "imagenet", in_channels)
+        if isinstance(encoder, str) and encoder in CPCFL_ENCODERS: encoder = cpcfl_encoder(in_channels, image_size, padding, encoder)
         elif not isinstance(encoder, nn.Module):
-            raise ValueError(f"encoder must be 'cnn', 'resnet18' or an nn.Module (e.g. a pre-trained encoder), got {encoder!r}")
+            raise ValueError(f"encoder must be one of {CPCFL_ENCODERS} or an nn.Module (e.g. a pre-trained encoder), got {encoder!r}")
         feature_dim = feature_dim_of(encoder, in_channels, image_size)
         super().__init__(encoder, mlp(feature_dim, head_hidden_dims, num_classes), feature_dim)
 
@@ -400,15 +404,13 @@ def _ccfc_simsiam(num_classes, in_channels, image_size, latent_dim=256, projecto
 
 @register_model("cpcfl_cnn")
 def _cpcfl_cnn(num_classes, in_channels, image_size, head_depth=0, head_hidden_dims=None, encoder="cnn", padding=0):
-    "CP-CFL's classifier: 4-conv encoder (256-d) or ResNet-18, with the 0-3 hidden-layer head theta_c."
+    "CP-CFL's classifier: 4-conv encoder (256-d), ResNet-18 or ResNet-50, with the 0-3 hidden-layer head theta_c."
     return CPCFLNet(num_classes, in_channels, image_size, head_depth, head_hidden_dims, encoder, padding)
 
 @register_model("cpcfl_pretrain")
 def _cpcfl_pretrain(num_classes, in_channels, image_size, method="simclr", projector_dim=None, encoder="cnn", padding=0):
     "CP-CFL's pre-training model: a fresh encoder with the SimCLR / BYOL / SimSiam projector (and predictor)."
-    if encoder not in ("cnn", "resnet18"): raise ValueError(f"encoder must be 'cnn' or 'resnet18', got {encoder!r}")
-    trunk = cpcfl_encoder(in_channels, image_size, padding) if encoder == "cnn" else resnet_features(18, "imagenet", in_channels)
-    return ContrastivePretrainNet(trunk, method, projector_dim, in_channels, image_size)
+    return ContrastivePretrainNet(cpcfl_encoder(in_channels, image_size, padding, encoder), method, projector_dim, in_channels, image_size)
 
 @register_model("frozen_backbone_mlp")
 def _frozen_backbone_mlp(num_classes, in_channels, image_size, backbone="vit_tiny", hidden_dims=(128,),
