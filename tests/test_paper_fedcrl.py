@@ -1,4 +1,4 @@
-"The FedCRL paper notebook runs end to end under papermill at smoke scale and writes its tables, figure and histories."
+"The FedCRL paper notebook runs end to end under papermill at smoke scale and writes its tables, Figures 3 and 4 and histories."
 from pathlib import Path
 
 import pandas as pd
@@ -14,8 +14,17 @@ def test_fedcrl_notebook_smoke(tmp_path):
     papermill = pytest.importorskip("papermill")
     papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "out.ipynb"), parameters=dict(scale="smoke", results_dir=str(tmp_path)),
                                kernel_name="python3", cwd=str(NOTEBOOK.parent), progress_bar=False)
-    for name in ("table_2.csv", "table_3.csv", "ranking.csv", "figure_1.png", "metadata.json"):
+    for name in ("table_2.csv", "table_3.csv", "ranking.csv", "figure_3.png", "figure_4.png", "representations.csv", "metadata.json"):
         assert (tmp_path / name).exists(), name
+    # Figure 4: the representations of every sample of every client of the practical column, from the runs' final models
+    representations = pd.read_csv(tmp_path / "representations.csv")
+    assert representations.method.tolist() == ["FedAvg", "Local", "FedRep", "FedCRL"]
+    assert (representations.points == representations.points.iloc[0]).all() and representations.points.iloc[0] == 400  # digits: 40 per class
+    assert (representations.clients == 5).all() and (representations.classes == 10).all()
+    assert representations.silhouette_by_class.between(-1, 1).all() and representations.silhouette_by_client.between(-1, 1).all()
+    # FedAvg evaluates one global model on every client: its representations cannot separate the clients better than Local's own models
+    by_client = representations.set_index("method").silhouette_by_client
+    assert by_client["FedAvg"] < by_client["Local"]
     columns = ["table", "column", "data", "method", "metric", "ours", "ours_std", "seeds", "paper", "difference", "note"]
     for name in ("table_2.csv", "table_3.csv"):
         table = pd.read_csv(tmp_path / name)
@@ -34,6 +43,7 @@ def test_fedcrl_notebook_smoke(tmp_path):
     assert "history_fedcrl_digits-prac_seed0.csv" in histories and len(histories) == 16 * 3
     frame = pd.read_csv(tmp_path / "history_fedcrl_digits-prac_seed0.csv")
     assert frame["round"].tolist() == [1, 2] and {"accuracy_mean", "accuracy_std", "tau_mean"} <= set(frame.columns)
+    assert frame.train_loss.notna().all()   # Figure 3's loss curves come from every round's training loss
 
 
 def test_fedcrl_notebook_rejects_bad_names(tmp_path):
