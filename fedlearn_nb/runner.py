@@ -29,16 +29,17 @@ import pandas as pd
 from .core import KERNEL_ARGUMENTS, atomic_write_json, find_settings_file, load_settings, read_json, run_metadata
 
 # %% auto #0
-__all__ = ['SCALES', 'PAPERS', 'RUNNER_PARAMETERS', 'PUBLISHED_PATTERNS', 'PaperTable', 'PaperSpec', 'DataCheck', 'check_data',
-           'project_root', 'find_papers_dir', 'discover_papers', 'ensure_parameters_cell', 'read_notebook',
-           'parse_parameters', 'notebook_parameters', 'notebook_scales', 'notebook_title', 'write_example_paper',
-           'parse_value', 'select_papers', 'check_request', 'RunPlan', 'timestamp', 'run_folder_for', 'plan_runs',
-           'describe_plan', 'read_tables', 'is_stand_in', 'table_summary', 'side_by_side_text', 'results_problem',
-           'RunOutcome', 'execute_plan', 'publish_run', 'committed_results', 'csv_table_number', 'method_ordering',
-           'reproduction_status', 'list_papers', 'print_results', 'main']
+__all__ = ['SCALES', 'KINDS', 'PAPERS', 'RUNNER_PARAMETERS', 'PUBLISHED_PATTERNS', 'PaperTable', 'PaperSpec', 'paper_specs',
+           'DataCheck', 'check_data', 'project_root', 'find_papers_dir', 'discover_papers', 'ensure_parameters_cell',
+           'read_notebook', 'parse_parameters', 'notebook_parameters', 'notebook_scales', 'notebook_title',
+           'write_example_paper', 'parse_value', 'select_papers', 'check_request', 'RunPlan', 'timestamp',
+           'run_folder_for', 'plan_runs', 'describe_plan', 'read_tables', 'is_stand_in', 'table_summary',
+           'side_by_side_text', 'results_problem', 'RunOutcome', 'execute_plan', 'publish_run', 'committed_results',
+           'csv_table_number', 'method_ordering', 'reproduction_status', 'list_papers', 'print_results', 'main']
 
 # %% ../nbs/91_runner.ipynb #bd9bc8c6
 SCALES = ("smoke", "quick", "paper")  # the convention of every paper notebook, smallest first
+KINDS = ("paper", "benchmark")
 
 @dataclass(frozen=True)
 class PaperTable:
@@ -48,16 +49,25 @@ class PaperTable:
     paper_data: str
     smoke: str  # the data we use at smoke scale ("" when the table is not run at smoke scale)
     real: str   # the data we use at quick/paper scale
-    status: str  # yes | partly | stand-in | no | not a result
+    status: str  # yes | partly | stand-in | no | not a result (a paper's table) | ours (a benchmark's own table)
     note: str = ""
 
 @dataclass(frozen=True)
 class PaperSpec:
-    "A paper notebook's record: title, the data each scale needs, and the paper's result tables."
+    "A paper notebook's record: title, the data each scale needs, the result tables, and whether it reproduces a paper."
     key: str
     title: str
     data: Mapping[str, tuple[str, ...]]
     tables: tuple[PaperTable, ...] = ()
+    kind: str = "paper"  # paper: reproduces a paper's tables | benchmark: our own comparison, no paper to match
+
+    def __post_init__(self):
+        if self.kind not in KINDS: raise ValueError(f"{self.key}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+
+    @property
+    def is_paper(self) -> bool:
+        "Does this notebook reproduce a paper (rather than compare methods on its own protocol)?"
+        return self.kind == "paper"
 
     def data_for(self, scale: str) -> tuple[str, ...]:
         "The data names scale `scale` needs (an error listing the declared scales for an unknown one)."
@@ -161,7 +171,20 @@ PAPERS: dict[str, PaperSpec] = {spec.key: spec for spec in [
         PaperTable("E.22", "pre-training time per epoch and encoder FLOPs", "STL-10 (RTX 3080)", "digits",
                    "our hardware", "partly", "FLOPs are comparable; times depend on the machine"),
     )),
+    PaperSpec("benchmark", "Benchmark: the five papers' methods on the same federations (ours, no paper)",
+              {"smoke": ("digits5lite", "digits"), "quick": ("digit5", "office10", "cifar10"), "paper": ("digit5", "office10", "cifar10")}, (
+        PaperTable("1", "final accuracy of the global-model methods (FedAvg, FedProx, MOON, FedProto, FPL, FedPLVM, FedPLCC, FedCCL)",
+                   "-", "digits5lite, digits", f"{_OURS_DIGIT5}; Office-Caltech-10; CIFAR-10 with Dirichlet 0.1 and 0.5 label skew",
+                   "ours", "no paper compares these methods; mean ± std over seeds, best per column marked"),
+        PaperTable("2", "final accuracy of the personalised (FedCRL, FedRep, Ditto) and clustered (IFCA, CP-CFL) methods, FedAvg for reference",
+                   "-", "digits5lite, digits", f"{_OURS_DIGIT5}; Office-Caltech-10; CIFAR-10 with Dirichlet 0.1 and 0.5 label skew",
+                   "ours", "each client's own model on its own test split"),
+    ), kind="benchmark"),
 ]}
+
+def paper_specs() -> list[PaperSpec]:
+    "The registry's entries that reproduce a paper (the benchmark, our own comparison, left out)."
+    return [spec for spec in PAPERS.values() if spec.is_paper]
 
 # %% ../nbs/91_runner.ipynb #1b73181d
 @dataclass
@@ -632,9 +655,9 @@ def _committed_state(row: pd.Series | None, scale: str) -> str:
     return f"skipped ({scale}): {row['commonest note'] or 'no numbers'}"
 
 def reproduction_status(results_root: str | Path | None = None) -> pd.DataFrame:
-    "One row per result table of the five papers: what it shows, the data (paper / ours), status, committed numbers and method ordering."
+    "One row per result table of the five papers (not the benchmark): what it shows, the data (paper / ours), status, committed numbers and method ordering."
     rows = []
-    for spec in PAPERS.values():
+    for spec in paper_specs():
         found = committed_results(spec.key, results_root)
         tables = read_tables(found[0]) if found else {}
         summary = table_summary(tables).set_index("table") if found else None

@@ -188,3 +188,12 @@ def test_jupyter_can_execute_the_cli_chapters(tmp_path):
         assert last, name
         nb.cells = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("#| export")]  # the library's cells, entry point last
         NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+
+
+def test_the_benchmark_is_listed_but_not_counted_as_a_paper():
+    "papers/benchmark.ipynb (our own comparison) runs and publishes like a paper, but the status page counts only papers."
+    if "benchmark" not in REAL: pytest.skip("papers/benchmark.ipynb does not exist yet")
+    assert "benchmark: Benchmark" in runner.list_papers(ROOT / "papers")
+    assert not PAPERS["benchmark"].is_paper and "benchmark" not in {s.key for s in runner.paper_specs()}
+    status = runner.reproduction_status(ROOT / "papers" / "results")
+    assert "benchmark" not in set(status.paper) and len(status) == sum(len(s.tables) for s in runner.paper_specs())
