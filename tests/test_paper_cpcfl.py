@@ -60,12 +60,25 @@ def test_skipped_and_not_run_entries_say_why(smoke):
     assert len(missing) and missing.note.fillna("").str.len().gt(0).all()
     assert table5[(table5.column == "STL-10 to STL-10")].ours.notna().all()            # the stand-in column ran, centralised rows too
     table_d21 = pd.read_csv(smoke / "table_D.21.csv")
-    assert table_d21.note.str.startswith("not implemented").all()
+    assert len(table_d21) == 5 * 2 and table_d21.ours.isna().all() and table_d21.note.str.startswith("not run: ResNet-50").all()
     table9 = pd.read_csv(smoke / "table_9.csv")
     assert len(table9) == 5 and table9.ours.notna().all()                               # N = 1..5
     table10 = pd.read_csv(smoke / "table_10.csv")
     assert table10[table10.column.str.startswith("90")].note.str.contains("not run at smoke").all()
     assert table10[table10.column.str.startswith("15")].ours.notna().all()
+
+
+def test_pretraining_cost_table_measures_every_encoder(smoke):
+    "Table E.22: a measured SimCLR epoch and a FLOP count at 96x96 for the CNN, ResNet-18 and ResNet-50 encoders."
+    table = pd.read_csv(smoke / "table_E.22.csv").set_index(["row", "column"])
+    assert table.ours.notna().all() and len(table) == 3 * 2
+    flops = table.xs("Flops (G)", level="column").ours
+    assert abs(flops["CNN"] - 0.1646) < 1e-3 and abs(flops["ResNet-18"] - 0.6662) < 1e-3 and abs(flops["ResNet-50"] - 1.5014) < 1e-3
+    timing = pd.read_csv(smoke / "table_E.22_timing.csv").set_index("encoder")
+    assert list(timing.index) == ["CNN", "ResNet-18", "ResNet-50"] and (timing.seconds_timed > 0).all()
+    assert (timing.seconds_per_epoch - timing.seconds_timed * timing.epoch_images / timing.images_timed).abs().max() < 1e-6
+    assert (table.xs("Time per epoch (s)", level="column").ours - timing.seconds_per_epoch).abs().max() < 1e-3
+    assert timing.pretraining_data.eq("digits").all() and (timing.images_timed <= timing.epoch_images).all()
 
 
 def test_histories_and_cluster_identities(smoke):
