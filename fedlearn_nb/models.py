@@ -7,8 +7,10 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/models.html.md"""
 # %% ../nbs/04_models.ipynb #a27e89ee
 from __future__ import annotations
 
+import difflib
 import inspect
 import numbers
+import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -18,12 +20,13 @@ import torchvision
 from torch import nn
 
 # %% auto #0
-__all__ = ['CCFC_LATENT_DIM', 'CPCFL_HEAD_HIDDEN_DIMS', 'CPCFL_ENCODERS', 'MODEL_BUILDERS', 'MODEL_ALIASES', 'SplitModel',
-           'count_parameters', 'conv_output_size', 'count_multiply_adds', 'feature_dim_of', 'SimpleCNN',
-           'resnet_features', 'ResNetClassifier', 'CCFCSimSiam', 'cpcfl_encoder', 'mlp', 'CPCFLNet',
-           'ContrastivePretrainNet', 'vit_tiny_features', 'load_backbone_weights', 'FrozenBackboneMLP',
-           'register_model', 'available_models', 'build_model', 'check_model_contract', 'has_batchnorm',
-           'trainable_state_keys']
+__all__ = ['CCFC_LATENT_DIM', 'CPCFL_HEAD_HIDDEN_DIMS', 'CPCFL_ENCODERS', 'BACKBONES', 'WEIGHTS_DIR_VARIABLE', 'MODEL_BUILDERS',
+           'MODEL_ALIASES', 'SplitModel', 'count_parameters', 'conv_output_size', 'count_multiply_adds',
+           'feature_dim_of', 'SimpleCNN', 'resnet_features', 'ResNetClassifier', 'CCFCSimSiam', 'cpcfl_encoder', 'mlp',
+           'CPCFLNet', 'ContrastivePretrainNet', 'vit_tiny_features', 'backbone_architecture', 'weights_folder',
+           'resolve_weights_path', 'find_backbone_weights', 'read_state_dict', 'load_backbone_weights', 'InputCheck',
+           'pretrained_backbone', 'FrozenBackboneMLP', 'register_model', 'available_models', 'build_model',
+           'check_model_contract', 'has_batchnorm', 'trainable_state_keys']
 
 # %% ../nbs/04_models.ipynb #a07d00f5
 class SplitModel(nn.Module):
@@ -290,48 +293,186 @@ def vit_tiny_features(image_size: int = 224, patch_size: int = 16) -> nn.Module:
     vit.heads = nn.Identity()                                            # forward now ends at the class token (B, 192)
     return vit
 
-def _named_backbone(name: str, in_channels: int, image_size: int, weights: Any) -> nn.Module:
-    if name == "vit_tiny":
-        if weights is not None:
-            raise ValueError("torchvision has no ViT-Tiny weights; pass backbone_weights= (a state_dict file of this "
-                             "architecture) or a pre-trained module, e.g. timm.create_model('vit_tiny_patch16_224', pretrained=True, num_classes=0)")
-        if in_channels != 3: raise ValueError("a ViT backbone takes 3 channels; repeat grey images with x.expand(-1, 3, -1, -1)")
-        return vit_tiny_features(image_size)
-    if name in ("resnet18", "resnet50"): return resnet_features(int(name[6:]), "imagenet", in_channels, weights)
-    raise ValueError(f"unknown backbone {name!r}; use 'vit_tiny', 'resnet18', 'resnet50' or pass an nn.Module")
+BACKBONES = {"resnet18": 512, "resnet50": 2048, "vit_tiny": 192, "vit_b_16": 768}  # torchvision names -> output width
+WEIGHTS_DIR_VARIABLE = "FEDLEARN_WEIGHTS_DIR"                                  # a folder of backbone weights files
+_WEIGHTS_SUFFIXES = (".pt", ".pth", ".safetensors")
 
-def load_backbone_weights(backbone: nn.Module, path: str | Path) -> nn.Module:
-    "Load a `state_dict` saved with `torch.save(backbone.state_dict(), path)` into `backbone` (strict; never downloads)."
+def _import_timm():
+    try: import timm
+    except ImportError:
+        raise ImportError("a 'timm:<model>' backbone needs the timm package: pip install 'fedlearn_nb[pretrained]' "
+                          "(or pip install timm), or use one of the torchvision backbones " + str(list(BACKBONES))) from None
+    return timm
+
+def _timm_backbone(model_name: str, in_channels: int, image_size: int) -> nn.Module:
+    "timm's `model_name` with no weights and no classifier (`num_classes=0`), at `image_size` where the model takes one."
+    timm = _import_timm()
+    if not timm.is_model(model_name):
+        close = difflib.get_close_matches(model_name, timm.list_models(), n=3)
+        raise ValueError(f"timm has no model {model_name!r}" + (f"; did you mean {close}?" if close else "; see timm.list_models()"))
+    options = dict(pretrained=False, num_classes=0, in_chans=in_channels)      # pretrained=False: nothing is downloaded
+    try: return timm.create_model(model_name, img_size=image_size, **options)   # ViTs: the position embedding's size
+    except TypeError: return timm.create_model(model_name, **options)           # CNNs take any size
+
+def _is_fixed_size(backbone: nn.Module) -> bool:
+    "Does the backbone take one image side only (a ViT's position embedding)?"
+    from torchvision.models.vision_transformer import VisionTransformer
+    if isinstance(backbone, VisionTransformer): return True
+    return bool(getattr(backbone, "pretrained_cfg", None) and backbone.pretrained_cfg.get("fixed_input_size", False))
+
+def backbone_architecture(name: str, in_channels: int = 3, image_size: int = 224, weights: Any = None) -> nn.Module:
+    "The backbone `name` (a torchvision name of `BACKBONES` or 'timm:<model>') without its classifier, untrained by default."
+    if not isinstance(name, str): raise TypeError(f"a backbone name must be a string, got {type(name).__name__}")
+    if name.startswith("timm:"):
+        if weights is not None:
+            raise ValueError("weights= names torchvision's weights; for a timm model save its state_dict to a file and pass weights_path=")
+        return _timm_backbone(name[len("timm:"):], in_channels, image_size)
+    if name in ("vit_tiny", "vit_b_16"):
+        if in_channels != 3: raise ValueError("a ViT backbone takes 3 channels; repeat grey images with x.expand(-1, 3, -1, -1)")
+        if name == "vit_tiny":
+            if weights is not None:
+                raise ValueError("torchvision has no ViT-Tiny weights; pass backbone_weights= (a state_dict file of this architecture), "
+                                 "or use backbone 'timm:vit_tiny_patch16_224' with a file saved from "
+                                 "timm.create_model('vit_tiny_patch16_224', pretrained=True)")
+            return vit_tiny_features(image_size)
+        if image_size % 16: raise ValueError(f"a ViT-B/16 needs image_size divisible by 16, got {image_size}; resize to 224")
+        if weights is not None and image_size != 224: raise ValueError(f"torchvision's ViT-B/16 weights are for 224x224 images, got image_size={image_size}")
+        vit = torchvision.models.vit_b_16(weights=_checked_weights("vit_b_16", weights), image_size=image_size)
+        vit.heads = nn.Identity()                                        # (B, 768): the class token
+        return vit
+    if name in ("resnet18", "resnet50"): return resnet_features(int(name[6:]), "imagenet", in_channels, weights)
+    hint = ""
+    try:
+        import timm
+        if timm.is_model(name): hint = f" (timm has it: use 'timm:{name}')"
+    except ImportError: pass
+    raise ValueError(f"unknown backbone {name!r}{hint}; use one of {list(BACKBONES)}, 'timm:<model>' (with timm installed) "
+                     "or pass an nn.Module")
+
+def _how_to_save(name: str | None) -> str:
+    "How to write a weights file that fits backbone `name` (on a machine with internet)."
+    if name and name.startswith("timm:"):
+        model = name[len("timm:"):]
+        return f"write one with torch.save(timm.create_model({model!r}, pretrained=True).state_dict(), path)"
+    if name in ("resnet18", "resnet50", "vit_b_16"):
+        return f"write one with torch.save(torchvision.models.{name}(weights='DEFAULT').state_dict(), path)"
+    if name == "vit_tiny":
+        return ("write one with torch.save(vit_tiny_features(image_size).state_dict(), path) after training it, or use "
+                "'timm:vit_tiny_patch16_224' with torch.save(timm.create_model('vit_tiny_patch16_224', pretrained=True).state_dict(), path)")
+    return "write one with torch.save(backbone.state_dict(), path) from the same architecture"
+
+def weights_folder() -> Path | None:
+    "The folder of weights files named by the environment variable FEDLEARN_WEIGHTS_DIR, if set."
+    folder = os.environ.get(WEIGHTS_DIR_VARIABLE, "").strip()
+    return Path(folder).expanduser() if folder else None
+
+def resolve_weights_path(path: str | Path, name: str | None = None) -> Path:
+    "The weights file `path`: as given (absolute, or from the working directory), else inside $FEDLEARN_WEIGHTS_DIR."
     path = Path(path).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"backbone_weights file {str(path)!r} does not exist; pass the path of a state_dict saved with "
-                                "torch.save(backbone.state_dict(), path) for this backbone's architecture")
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    if isinstance(state, Mapping) and "state_dict" in state and isinstance(state["state_dict"], Mapping): state = state["state_dict"]
+    if path.is_file(): return path
+    folder = weights_folder()
+    if folder is not None and not path.is_absolute() and (folder / path).is_file(): return folder / path
+    where = (f"nor in {WEIGHTS_DIR_VARIABLE}={str(folder)!r}" if folder is not None else
+             f"and {WEIGHTS_DIR_VARIABLE} is not set (a relative name is also looked up in that folder)")
+    raise FileNotFoundError(f"backbone weights file {str(path)!r} does not exist, {where}; pass the path of a state_dict "
+                            f"file of this backbone's architecture: {_how_to_save(name)}")
+
+def find_backbone_weights(name: str) -> Path | None:
+    "The file `<name>.pt`, `.pth` or `.safetensors` ('timm:m' -> 'm') in $FEDLEARN_WEIGHTS_DIR, or None."
+    folder = weights_folder()
+    if folder is None or not isinstance(name, str): return None
+    stem = name[len("timm:"):] if name.startswith("timm:") else name
+    return next((folder / f"{stem}{suffix}" for suffix in _WEIGHTS_SUFFIXES if (folder / f"{stem}{suffix}").is_file()), None)
+
+def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
+    "The tensors of a weights file: `torch.save` (.pt, .pth; also {'state_dict': ...} or {'model': ...}) or .safetensors."
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        try: from safetensors.torch import load_file
+        except ImportError: raise ImportError(f"{path.name} is a safetensors file: pip install safetensors, or save it with torch.save") from None
+        return load_file(str(path), device="cpu")
+    try: state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        raise ValueError(f"cannot read backbone weights file {str(path)!r} with torch.load(weights_only=True) ({error}); "
+                         "save a state_dict (a dict of tensors) with torch.save, or a .safetensors file") from None
+    for key in ("state_dict", "model"):
+        if isinstance(state, Mapping) and isinstance(state.get(key), Mapping): state = state[key]
     if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ValueError(f"backbone_weights file {str(path)!r} does not hold a state_dict (a mapping of names to tensors)")
-    wanted = backbone.state_dict()
+        raise ValueError(f"backbone weights file {str(path)!r} does not hold a state_dict (a mapping of names to tensors); "
+                         "save one with torch.save(backbone.state_dict(), path)")
+    return dict(state)
+
+def _classifier_prefixes(backbone: nn.Module) -> tuple[str, ...]:
+    "The state_dict prefixes of the classifier a full pre-trained model has and this backbone dropped."
+    from torchvision.models.vision_transformer import VisionTransformer
+    if isinstance(backbone, torchvision.models.ResNet): return ("fc.",)
+    if isinstance(backbone, VisionTransformer): return ("heads.",)
+    classifier = (getattr(backbone, "pretrained_cfg", None) or {}).get("classifier")
+    if classifier is None: return ()
+    return tuple(f"{c}." for c in ((classifier,) if isinstance(classifier, str) else classifier))
+
+def load_backbone_weights(backbone: nn.Module, path: str | Path, name: str | None = None) -> nn.Module:
+    "Load the weights file `path` into `backbone`: strict (every key and shape), never a download; drops a full model's classifier."
+    path = resolve_weights_path(path, name)
+    state, wanted = read_state_dict(path), backbone.state_dict()
+    prefixes = _classifier_prefixes(backbone)
+    state = {k: v for k, v in state.items() if k in wanted or not k.startswith(prefixes)}   # the ImageNet classifier
     missing, unexpected = sorted(set(wanted) - set(state)), sorted(set(state) - set(wanted))
     wrong = sorted(k for k in set(wanted) & set(state) if tuple(wanted[k].shape) != tuple(state[k].shape))
     if missing or unexpected or wrong:
-        raise ValueError(f"backbone_weights file {str(path)!r} does not fit the backbone: missing keys {missing[:3]}, "
-                         f"unexpected keys {unexpected[:3]}, wrong shapes {[(k, tuple(state[k].shape), tuple(wanted[k].shape)) for k in wrong[:3]]}"
-                         "; save the weights of the same architecture at the same image_size (a ViT's position embedding depends on it)")
+        shapes = [(k, tuple(state[k].shape), tuple(wanted[k].shape)) for k in wrong[:5]]
+        raise ValueError(f"backbone weights file {str(path)!r} does not fit the backbone{f' {name!r}' if name else ''}: "
+                         f"{len(missing)} missing keys {missing[:5]}, {len(unexpected)} unexpected keys {unexpected[:5]}, "
+                         f"{len(wrong)} wrong shapes (key, file, backbone) {shapes}. The file must come from the same architecture "
+                         f"with the same in_channels and, for a ViT, the same image_size; {_how_to_save(name)}")
     backbone.load_state_dict(state, strict=True)
     return backbone
 
+class InputCheck:
+    "A forward pre-hook that refuses a batch with the wrong channel count (or, for a fixed-size backbone, the wrong side)."
+    def __init__(self, name: str, in_channels: int, image_size: int | None):
+        self.name, self.in_channels, self.image_size = name, in_channels, image_size
+
+    def __call__(self, module: nn.Module, args: tuple) -> None:
+        x = args[0] if args else None
+        if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[1] != self.in_channels:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            fix = ("repeat grey images to 3 channels with x.expand(-1, 3, -1, -1)" if self.in_channels == 3 and shape[1:2] == (1,)
+                   else "build the backbone with the in_channels of your images")
+            raise ValueError(f"backbone {self.name!r} takes images of shape (B, {self.in_channels}, H, W), got {shape}; {fix}")
+        if self.image_size is not None and tuple(x.shape[-2:]) != (self.image_size, self.image_size):
+            raise ValueError(f"backbone {self.name!r} takes {self.image_size}x{self.image_size} images (its position embedding "
+                             f"is fixed), got {tuple(x.shape[-2:])}; resize the images (the loaders' image_size=) or build it "
+                             "with that image_size and matching weights")
+
+def pretrained_backbone(name: str | nn.Module, weights_path: str | Path | None = None, in_channels: int = 3,
+                        image_size: int = 224, trainable: bool = False, weights: Any = None) -> nn.Module:
+    "A backbone (a name, see `backbone_architecture`, or a module) with weights from the file you name, frozen unless `trainable`."
+    _check_sizes(1, in_channels, image_size)
+    if weights is not None and weights_path is not None:
+        raise ValueError("pass either weights= (torchvision's, from torch's cache) or backbone_weights=/weights_path= (a file), not both")
+    if isinstance(name, nn.Module):
+        if weights is not None: raise ValueError("weights= only applies to a named backbone; load them into your module instead")
+        backbone, label = name, None
+    else:
+        backbone, label = backbone_architecture(name, in_channels, image_size, weights), name
+    if weights_path is not None: load_backbone_weights(backbone, weights_path, label)
+    if not trainable: backbone.requires_grad_(False).eval()
+    if label is not None:
+        try: feature_dim_of(backbone, in_channels, image_size)          # refuse a size the architecture cannot take, now
+        except (RuntimeError, AssertionError) as error:
+            raise ValueError(f"backbone {label!r} cannot take {in_channels}x{image_size}x{image_size} images: {error}") from None
+        backbone.register_forward_pre_hook(InputCheck(label, in_channels, image_size if _is_fixed_size(backbone) else None))
+    return backbone
+
+# %% ../nbs/04_models.ipynb #e6c3a4d9
 class FrozenBackboneMLP(SplitModel):
-    "A frozen feature extractor with a trainable MLP head; features end at the MLP's hidden layer by default."
+    "A frozen (or, if asked, fine-tuned) feature extractor with a trainable MLP head; features end at the MLP's hidden layer."
     def __init__(self, num_classes: int, backbone: str | nn.Module = "vit_tiny", hidden_dims: Sequence[int] = (128,),
                  in_channels: int = 3, image_size: int = 224, weights: Any = None, features_from: str = "hidden",
-                 backbone_weights: str | Path | None = None):
+                 backbone_weights: str | Path | None = None, freeze_backbone: bool = True):
         _check_sizes(num_classes, in_channels, image_size)
-        if isinstance(backbone, str): backbone = _named_backbone(backbone, in_channels, image_size, weights)
-        elif weights is not None: raise ValueError("weights= only applies to a named backbone; load them into your module instead")
-        if backbone_weights is not None:
-            if weights is not None: raise ValueError("pass either weights= (torchvision's) or backbone_weights= (a file), not both")
-            load_backbone_weights(backbone, backbone_weights)
-        backbone.requires_grad_(False).eval()
+        backbone = pretrained_backbone(backbone, backbone_weights, in_channels, image_size, not freeze_backbone, weights)
         backbone_dim = feature_dim_of(backbone, in_channels, image_size)
         if features_from == "hidden":
             if not hidden_dims: raise ValueError("features_from='hidden' needs hidden_dims; use features_from='backbone'")
@@ -343,15 +484,15 @@ class FrozenBackboneMLP(SplitModel):
             head, feature_dim = mlp(backbone_dim, hidden_dims, num_classes), backbone_dim
         else: raise ValueError(f"features_from must be 'hidden' or 'backbone', got {features_from!r}")
         super().__init__(features, head, feature_dim)
-        self.backbone_dim = backbone_dim
+        self.backbone_dim, self.freeze_backbone = backbone_dim, bool(freeze_backbone)
 
     @property
     def backbone(self) -> nn.Module: return self.features.backbone
 
     def train(self, mode: bool = True) -> "FrozenBackboneMLP":
-        "Set training mode for the MLP; the frozen backbone always stays in eval mode."
+        "Set training mode for the MLP; a frozen backbone always stays in eval mode."
         super().train(mode)
-        self.backbone.eval()
+        if self.freeze_backbone: self.backbone.eval()
         return self
 
 # %% ../nbs/04_models.ipynb #aec2ec50
@@ -414,9 +555,10 @@ def _cpcfl_pretrain(num_classes, in_channels, image_size, method="simclr", proje
 
 @register_model("frozen_backbone_mlp")
 def _frozen_backbone_mlp(num_classes, in_channels, image_size, backbone="vit_tiny", hidden_dims=(128,),
-                         weights=None, features_from="hidden", backbone_weights=None):
-    "A frozen backbone (ViT-Tiny, ResNet or a module; `backbone_weights`: a state_dict file) with a trainable MLP head."
-    return FrozenBackboneMLP(num_classes, backbone, hidden_dims, in_channels, image_size, weights, features_from, backbone_weights)
+                         weights=None, features_from="hidden", backbone_weights=None, freeze_backbone=True):
+    "A pre-trained backbone (a name of `backbone_architecture`; `backbone_weights`: its file), frozen by default, and an MLP head."
+    return FrozenBackboneMLP(num_classes, backbone, hidden_dims, in_channels, image_size, weights, features_from,
+                             backbone_weights, freeze_backbone)
 
 def build_model(name: str, num_classes: int, in_channels: int = 3, image_size: int = 32, seed: int | None = None,
                 **kw) -> nn.Module:

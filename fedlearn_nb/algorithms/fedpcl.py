@@ -191,22 +191,30 @@ class FedPCL(FedAvg):
 def pretrained_weights_available(backbone: str = "resnet18") -> bool:
     "Are torchvision's default weights for `backbone` in torch's cache, or may they be downloaded (settings.download)?"
     from torchvision.models import get_model_weights
-    weights = get_model_weights(backbone).DEFAULT
+    try: weights = get_model_weights(backbone).DEFAULT
+    except (ValueError, KeyError): return False                              # no torchvision weights for this name
     return (Path(torch.hub.get_dir()) / "checkpoints" / Path(weights.url).name).is_file() or bool(load_settings().download)
 
 def fedpcl_model(num_classes: int, in_channels: int = 3, image_size: int = 32, backbone: str | nn.Module = "resnet18",
-                 pretrained: bool | None = None, projection_dim: int = 256, seed: int | None = None) -> nn.Module:
-    "FedPCL's network: a frozen backbone (pretrained when available, else random, with a warning) and a trained projection."
-    from fedlearn_nb.models import build_model
+                 pretrained: bool | None = None, projection_dim: int = 256, seed: int | None = None,
+                 backbone_weights: str | Path | None = None) -> nn.Module:
+    "FedPCL's network: a frozen backbone (weights from a file, torch's cache, else random with a warning) and a trained projection."
+    from fedlearn_nb.models import build_model, find_backbone_weights
+    if backbone_weights is not None and pretrained is False:
+        raise ValueError("pretrained=False asks for a random backbone but backbone_weights= names a file; drop one of them")
     weights = None
-    if isinstance(backbone, str):
+    if isinstance(backbone, str) and backbone_weights is None and pretrained is not False:
+        backbone_weights = find_backbone_weights(backbone)                  # <name>.pt in $FEDLEARN_WEIGHTS_DIR, if any
+    if isinstance(backbone, str) and backbone_weights is None:
         available = pretrained is not False and pretrained_weights_available(backbone)
         if pretrained and not available:
-            raise RuntimeError(f"pretrained {backbone} weights are not cached and downloads are off; set download = true in "
-                               "settings.ini (or FEDLEARN_DOWNLOAD=true), or use pretrained=None/False for a random frozen backbone")
+            raise RuntimeError(f"no pretrained {backbone} weights: pass backbone_weights= (a state_dict file), put {backbone}.pt in "
+                               "the folder named by FEDLEARN_WEIGHTS_DIR, or set download = true in settings.ini (or "
+                               "FEDLEARN_DOWNLOAD=true) for torchvision's; or use pretrained=None/False for a random frozen backbone")
         if pretrained is None and not available:
             warnings.warn(f"no pretrained {backbone} weights available offline: FedPCL runs on a randomly initialised frozen "
-                          "backbone (set download = true in the settings to use torchvision's ImageNet weights)", stacklevel=2)
+                          "backbone (pass backbone_weights=, or set download = true in the settings to use torchvision's "
+                          "ImageNet weights)", stacklevel=2)
         weights = "DEFAULT" if available else None
     return build_model("frozen_backbone_mlp", num_classes, in_channels, image_size, seed=seed, backbone=backbone,
-                       hidden_dims=(projection_dim,), weights=weights)
+                       hidden_dims=(projection_dim,), weights=weights, backbone_weights=backbone_weights)
