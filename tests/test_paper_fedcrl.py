@@ -54,6 +54,9 @@ def test_fedcrl_notebook_rejects_bad_names(tmp_path):
     with pytest.raises(papermill.PapermillExecutionError, match="unknown method"):
         papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "out2.ipynb"), parameters=dict(methods="FedCRL,FedFoo", results_dir=str(tmp_path)),
                                    kernel_name="python3", cwd=str(NOTEBOOK.parent), progress_bar=False)
+    with pytest.raises(papermill.PapermillExecutionError, match="unknown column"):
+        papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "out3.ipynb"), parameters=dict(columns="prac-cifar10,prac-mnist", results_dir=str(tmp_path)),
+                                   kernel_name="python3", cwd=str(NOTEBOOK.parent), progress_bar=False)
 
 
 def test_fedcrl_notebook_fails_when_no_data_is_present(tmp_path, monkeypatch):
