@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torchvision.transforms import v2
 
 from .core import atomic_write_bytes, choose_device, load_settings, run_metadata, torch_generator
-from .models import build_model
+from .models import CPCFL_ENCODERS, build_model
 
 # %% auto #0
 __all__ = ['PRETRAIN_METHODS', 'to_encoder_input', 'grayscale', 'adjust_brightness', 'adjust_contrast', 'adjust_saturation',
@@ -232,7 +232,7 @@ class PretrainConfig:
     tau: float = 0.1                    # SimCLR's temperature
     beta: float = 0.9                   # BYOL's target EMA rate
     projector_dim: int | None = None    # None: 256 (SimCLR) or 512 (BYOL, SimSiam)
-    encoder: str = "cnn"                # cnn | resnet18
+    encoder: str = "cnn"                # cnn | resnet18 | resnet50 (256-d, 512-d, 2048-d)
     image_size: int = 96
     padding: int = 0                    # the CNN's conv padding (1 for small images)
     in_channels: int = 3
@@ -242,6 +242,7 @@ class PretrainConfig:
 
     def __post_init__(self):
         if self.method not in PRETRAIN_METHODS: raise ValueError(f"unknown pre-training method {self.method!r}; use one of {PRETRAIN_METHODS}")
+        if self.encoder not in CPCFL_ENCODERS: raise ValueError(f"encoder must be one of {CPCFL_ENCODERS}, got {self.encoder!r}")
         for name in ("epochs", "batch_size", "image_size", "in_channels"):
             if getattr(self, name) < 1: raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.batch_size < 2: raise ValueError("batch_size must be >= 2 (contrastive losses compare images within a batch)")
