@@ -179,3 +179,21 @@ def test_scales_keep_the_papers_settings():
         assert {d: s["lambda1"] for d, s in config["datasets"].items()} == {"digit5": 100.0, "office10": 20.0, "domainnet10": 1.0}
         assert config["seeds"] == "0,1,2"
     assert quick["local_epochs"] == 1 and quick["batch_size"] == 32   # 300 images / 32 = the other reading of "E = 10 iterations"
+
+
+@pytest.mark.parametrize("scale", ["smoke", "quick", "paper"])
+def test_fccl_plus_settings_build_at_every_scale(scale):
+    "FCCL+'s keyword arguments are valid for every dataset of every scale; its public set is never one of the federation's datasets."
+    from fedlearn_nb.algorithms.fccl import FCCLPlus
+    from fedlearn_nb.data import benchmark_info
+    config = NS["SCALES"][scale]
+    algorithm, make_kwargs = NS["METHODS"]["FCCL+"]
+    assert algorithm == "fcclplus" and "FCCL+" not in NS["NOT_BUILT"]
+    NS["CONFIG"] = config   # the notebook sets CONFIG to the chosen scale before building any method's arguments
+    for dataset, settings in config["datasets"].items():
+        kwargs = make_kwargs(settings)
+        FCCLPlus(**kwargs)                                               # every argument exists and is valid
+        sources = {source for _, source, _ in benchmark_info(dataset).domains}
+        if dataset != "digits5lite": assert kwargs["public_data"] not in sources, (dataset, kwargs["public_data"])
+        assert kwargs["distillation_temperature"] == (3.0 if dataset in ("digit5", "digits5lite") else 1.0)   # the authors' Digits / Office values
+    assert config["fcclplus"]["public_data"] == ("digits" if scale == "smoke" else "cifar10")
