@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from scipy.sparse import coo_matrix
+from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from .core import choose_device
@@ -49,6 +49,9 @@ def as_points(x, device: str | torch.device | None = None) -> torch.Tensor:
 
 # %% ../nbs/05_clustering.ipynb #b3328a9f
 _FLOAT32_EPS, _FLOAT64_EPS = 2.0**-24, 2.0**-53  # unit round-off
+_RUN = 32                   # scores are screened in runs of this many neighbouring columns (or rows)
+_RUNS_PER_ROW = 8           # a row with more candidate runs than this in one block (mass ties), or with
+_CANDIDATES_PER_ROW = 256   # more candidates than this in all, is decided from its whole float64 row instead
 
 @contextlib.contextmanager
 def _full_precision_matmul():
@@ -68,72 +71,134 @@ def _ranking_rows(points: torch.Tensor, distance: str) -> torch.Tensor:
     scale = rows.abs().max()
     return rows / scale if scale > 0 else rows
 
-def _nearness(block: torch.Tensor, rows: torch.Tensor, squared_norms: torch.Tensor, distance: str) -> torch.Tensor:
-    "(B, N) scores, larger = nearer: cosine similarity, or 2<a, b> - |b|^2 (= |a|^2 - |a - b|^2) for euclidean."
-    products = block @ rows.T                                         # (B, N)
-    return products if distance == "cosine" else products.mul_(2).sub_(squared_norms)
-
 def _neighbour_distances(points: torch.Tensor, neighbours: torch.Tensor, distance: str) -> torch.Tensor:
     "The distance from each point to its first neighbour, in float64, from the differences (exact 0 for duplicates)."
     rows, others = points.to(torch.float64), points[neighbours].to(torch.float64)
     if distance == "euclidean": return (rows - others).norm(dim=1)
     unit, unit_others = _ranking_rows(rows, "cosine"), _ranking_rows(others, "cosine")
-    half_chord = 0.5 * (unit - unit_others).pow(2).sum(1)            # = 1 - cos for unit vectors
+    difference = unit - unit_others
+    half_chord = 0.5 * (difference * difference).sum(1)              # = 1 - cos for unit vectors
     has_zero = (unit.abs().sum(1) == 0) | (unit_others.abs().sum(1) == 0)
     return torch.where(has_zero, torch.ones_like(half_chord), half_chord)
 
-def _fold_top2(best, runner_up, index, scores: torch.Tensor, offset: int):
-    "Fold a (b, w) block of scores into each row's running best score, runner-up score and best column (in place)."
-    values, columns = scores.topk(min(2, scores.shape[1]), dim=1)
-    top = values[:, 0]
-    second = values[:, 1] if values.shape[1] > 1 else torch.full_like(top, -torch.inf)
-    index.copy_(torch.where(top > best, columns[:, 0] + offset, index))
-    runner_up.copy_(torch.maximum(torch.minimum(best, top), torch.maximum(runner_up, second)))
-    best.copy_(torch.maximum(best, top))
+class _Screen:
+    "Every row's running best float32 score, and the (row, column, score) candidates that came within `slack` of it."
+    def __init__(self, count: int, slack: float, device: torch.device):
+        self.best = torch.full((count,), -torch.inf, device=device)
+        self.recorded = torch.zeros(count, dtype=torch.long, device=device)   # candidates so far, per row
+        self.count, self.slack, self.found = count, slack, []
 
-def _float32_search(left: torch.Tensor, right: torch.Tensor, side: int):
-    "Each row's best column and score margin over the runner-up, from the symmetric scores `left @ right.T`, in float32 tiles."
-    count, device = len(left), left.device
-    best = torch.full((count,), -torch.inf, device=device)
-    runner_up, index = best.clone(), torch.zeros(count, dtype=torch.long, device=device)
-    starts = list(range(0, count, side))
-    for position, first in enumerate(starts):
-        mine = slice(first, min(first + side, count))
-        for other in starts[position:]:
-            theirs = slice(other, min(other + side, count))
-            scores = left[mine] @ right[theirs].T                     # (a, b); its transpose serves rows `theirs`
-            if other == first: scores.fill_diagonal_(-torch.inf)      # a point is not its own neighbour
-            _fold_top2(best[mine], runner_up[mine], index[mine], scores, other)
-            if other != first:
-                _fold_top2(best[theirs], runner_up[theirs], index[theirs], scores.T.contiguous(), first)
-    return index, best - runner_up
+    def screen(self, scores: torch.Tensor, row_start: int, column_start: int, by_column: bool = False):
+        "Screen an (R, C) block (entry i, j scores point row_start + i against column_start + j) for its rows or columns."
+        height, width = scores.shape                                   # both multiples of _RUN
+        if by_column:   # the block's transpose serves its columns: maxima of runs of rows, (R/run, C)
+            runs = scores.view(height // _RUN, _RUN, width).amax(1)
+            maxima, start = runs.amax(0), column_start
+        else:           # maxima of runs of columns, (R, C/run)
+            runs = scores.view(height, width // _RUN, _RUN).amax(2)
+            maxima, start = runs.amax(1), row_start
+        owners = min(len(maxima), self.count - start)                  # the points these maxima belong to (no padding)
+        best, recorded = self.best[start:start + owners], self.recorded[start:start + owners]
+        torch.maximum(best, maxima[:owners], out=best)
+        threshold = torch.where(recorded > _CANDIDATES_PER_ROW, torch.inf, best - self.slack)  # overflowed: no more
+        threshold = torch.cat([threshold, threshold.new_full((len(maxima) - owners,), torch.inf)])
+        if by_column: run, owner = (runs >= threshold).nonzero(as_tuple=True)
+        else: owner, run = (runs >= threshold[:, None]).nonzero(as_tuple=True)
+        crowded = torch.bincount(owner, minlength=owners) > _RUNS_PER_ROW      # mass ties: give up on these
+        if crowded.any():
+            recorded[crowded] = _CANDIDATES_PER_ROW + 1
+            keep = ~crowded[owner]
+            owner, run = owner[keep], run[keep]
+        if len(owner) == 0: return
+        if by_column: blocks = scores.view(height // _RUN, _RUN, width)[run, :, owner]   # (m, run)
+        else: blocks = scores.view(height, width // _RUN, _RUN)[owner, run]            # (m, run)
+        which, offset = (blocks >= threshold[owner][:, None]).nonzero(as_tuple=True)
+        values, owner, partner = blocks[which, offset], owner[which] + start, run[which] * _RUN + offset
+        partner += row_start if by_column else column_start
+        self.recorded.index_add_(0, owner, torch.ones_like(owner))
+        self.found.append((owner, partner, values))
 
-def first_neighbours(x, distance: str = "cosine", block_size: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
-    "Each row's first neighbour (nearest other row; ties: lowest index) and the distance to it: (N,) long, (N,) float64."
-    _check_distance(distance)
-    points = as_points(x)
+    def candidates(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        "The (row, column) pairs within `slack` of the row's final best, and a mask of the rows that overflowed."
+        overflow = self.recorded > _CANDIDATES_PER_ROW
+        if not self.found: return overflow.nonzero()[:0, 0], overflow.nonzero()[:0, 0], overflow
+        rows, columns, values = (torch.cat(parts) for parts in zip(*self.found))
+        keep = (values >= self.best[rows] - self.slack) & ~overflow[rows]
+        return rows[keep], columns[keep], overflow
+
+def _pad_rows(matrix: torch.Tensor, count: int) -> torch.Tensor:
+    "`matrix` with zero rows appended up to `count` rows."
+    return torch.cat([matrix, matrix.new_zeros(count - len(matrix), matrix.shape[1])]) if count > len(matrix) else matrix
+
+def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, strip_width: int, slack: float):
+    "Screen the symmetric scores `left @ right.T` in float32 strips of `side` rows: each row's candidate columns."
+    count = len(left)
+    padded = -(-count // side) * side                                 # whole blocks; padding scores are -inf
+    left, right = _pad_rows(left, padded), (_pad_rows(right, padded) if right is not left else None)
+    right = left if right is None else right
+    screen = _Screen(count, slack, left.device)
+    strip_width = max(side, strip_width // side * side)
+    buffer = torch.empty(side * min(padded, strip_width), device=left.device)
+    for first in range(0, padded, side):      # rows first..first+side against every column from `first` on
+        for start in range(first, padded, strip_width):
+            stop = min(start + strip_width, padded)
+            scores = torch.mm(left[first:first + side], right[start:stop].T,
+                              out=buffer[:side * (stop - start)].view(side, stop - start))   # (side, width)
+            if stop > count: scores[:, max(count - start, 0):] = -torch.inf
+            if first + side > count: scores[count - first:] = -torch.inf
+            if start == first: scores.diagonal().fill_(-torch.inf)  # a point is not its own neighbour
+            screen.screen(scores, first, start)
+            skip = side if start == first else 0                   # the diagonal block already served both ways
+            if stop - start > skip: screen.screen(scores[:, skip:], first, start + skip, by_column=True)
+    return screen.candidates()
+
+def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None) -> torch.Tensor:
+    "The first neighbours (N,) of checked (N, D) `points`: float32 screening, float64 decision of the close calls."
     count, dim = points.shape
     device = points.device
-    if count == 1: return torch.zeros(1, dtype=torch.long, device=device), torch.zeros(1, dtype=torch.float64, device=device)
+    if count == 1: return torch.zeros(1, dtype=torch.long, device=device)
+    on_cpu = device.type == "cpu"
+    side = block_size or (512 if on_cpu else 4096)                    # rows per strip
+    side = -(-min(side, count) // _RUN) * _RUN
     rows = _ranking_rows(points, distance)                            # (N, D) float64
-    squared = rows.pow(2).sum(1)                                      # (N,)
+    squared = (rows * rows).sum(1)                                    # (N,)
     scale = 1.0 if distance == "cosine" else 4 * squared.max().item()
-    slack32 = 4 * (dim + 4) * _FLOAT32_EPS * scale                   # > twice the float32 error of a score
+    slack32 = 4 * (dim + 4) * _FLOAT32_EPS * scale                   # > twice the float32 error of a score, + slack64
     slack64 = 4 * (dim + 4) * _FLOAT64_EPS * scale
     if distance == "cosine": left = right = rows.to(torch.float32)
     else:  # -|a - b|^2 = <(2a, -|a|^2, -1), (b, 1, |b|^2)>: symmetric scores from one product, no extra pass
         ones = torch.ones_like(squared)[:, None]
         left = torch.cat([2 * rows, -squared[:, None], -ones], 1).to(torch.float32)   # (N, D + 2)
         right = torch.cat([rows, ones, squared[:, None]], 1).to(torch.float32)
-    with _full_precision_matmul():                                    # float32 search in (side x side) tiles
-        neighbours, margins = _float32_search(left, right, block_size)
+    with _full_precision_matmul():
+        pair_rows, pair_columns, overflow = _float32_candidates(left, right, side, 4096 if on_cpu else 16384, slack32)
+    tallies = torch.bincount(pair_rows, minlength=count)               # candidates per row: 1 = decided in float32
+    neighbours = torch.zeros(count, dtype=torch.long, device=device).scatter_(0, pair_rows, pair_columns)
+    close = (tallies > 1)[pair_rows]
+    if close.any():   # float64 scores of the few candidate pairs; lowest index among those tied with the best
+        a, b = pair_rows[close], pair_columns[close]
+        products = (rows[a] * rows[b]).sum(1)
+        scores = products if distance == "cosine" else 2 * products - squared[b]      # 2<a, b> - |b|^2 ranks b for a
+        top = torch.full((count,), -torch.inf, dtype=torch.float64, device=device).scatter_reduce_(0, a, scores, "amax")
+        tied = scores >= top[a] - slack64
+        lowest = torch.full((count,), count, device=device).scatter_reduce_(0, a[tied], b[tied], "amin")
+        neighbours = torch.where(tallies > 1, lowest, neighbours)
     columns = torch.arange(count, device=device)
-    chunk_rows = max(1, block_size**2 // count)
-    for chunk in (margins <= slack32).nonzero().squeeze(1).split(chunk_rows):  # float64 re-check of close calls
-        scores = _nearness(rows[chunk], rows, squared, distance)      # (b, N)
+    for chunk in overflow.nonzero().squeeze(1).split(max(1, 2**24 // count)):  # mass ties: whole float64 rows
+        products = rows[chunk] @ rows.T                               # (b, N)
+        scores = products if distance == "cosine" else products.mul_(2).sub_(squared)
         scores[torch.arange(len(chunk), device=device), chunk] = -torch.inf
         tied = scores >= scores.max(1, keepdim=True).values - slack64
-        neighbours[chunk] = torch.where(tied, columns, count).amin(1)  # lowest index among the tied
+        neighbours[chunk] = torch.where(tied, columns, count).amin(1)
+    return neighbours
+
+def first_neighbours(x, distance: str = "cosine", block_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    "Each row's first neighbour (nearest other row; ties: lowest index) and the distance to it: (N,) long, (N,) float64."
+    _check_distance(distance)
+    if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1):
+        raise ValueError(f"block_size must be a positive integer (rows per strip) or None for the default, got {block_size!r}")
+    points = as_points(x)
+    neighbours = _first_neighbours(points, distance, block_size)
     return neighbours, _neighbour_distances(points, neighbours, distance)
 
 # %% ../nbs/05_clustering.ipynb #327cb1c1
@@ -156,11 +221,9 @@ def first_neighbour_clusters(neighbours, keep=None) -> np.ndarray:
     "Labels (0..k-1, first-appearance order) of the components of the graph i -> neighbours[i] (only edges in `keep`)."
     first = np.asarray(torch.as_tensor(neighbours).cpu()).astype(np.int64).reshape(-1)
     count = len(first)
-    sources = np.arange(count)
-    if keep is not None:
-        keep = np.asarray(torch.as_tensor(keep).cpu()).astype(bool)
-        sources, first = sources[keep], first[keep]
-    graph = coo_matrix((np.ones(len(sources)), (sources, first)), shape=(count, count)).tocsr()
+    kept = np.ones(count, dtype=bool) if keep is None else np.asarray(torch.as_tensor(keep).cpu()).astype(bool).reshape(-1)
+    starts = np.concatenate([[0], np.cumsum(kept)])                  # row i holds at most its one edge i -> first[i]
+    graph = csr_matrix((np.ones(int(starts[-1])), first[kept], starts), shape=(count, count))
     _, labels = connected_components(graph, directed=True, connection="weak")
     return canonical_labels(labels)
 
@@ -230,16 +293,17 @@ def finch(x, distance: str = "cosine", ensure_early_exit: bool = False, min_leve
     if isinstance(min_level_size, bool) or not isinstance(min_level_size, (int, np.integer)) or min_level_size < 1:
         raise ValueError(f"min_level_size must be an integer >= 1 (2 = the reference's rule), got {min_level_size!r}")
     points = as_points(x, device)
-    neighbours, distances = first_neighbours(points, distance)
+    neighbours = _first_neighbours(points, distance)
     partitions = [first_neighbour_clusters(neighbours)]              # level 0 (Eq. 8)
-    limit = distances.max().item() if ensure_early_exit and len(points) > 2 else None
+    early = ensure_early_exit and len(points) > 2                     # distances are only needed for the cut
+    limit = _neighbour_distances(points, neighbours, distance).max().item() if early else None
     wide = points.to(torch.float64)
     while partitions[-1].max() >= 1:                                  # at least two clusters left to merge
         previous = partitions[-1]
         count = int(previous.max()) + 1
         means = cluster_means(wide, previous, count)                  # (k, D), Eq. 9
-        neighbours, distances = first_neighbours(means, distance)
-        keep = None if limit is None else (distances <= limit).cpu().numpy()
+        neighbours = _first_neighbours(means, distance)
+        keep = None if limit is None else (_neighbour_distances(means, neighbours, distance) <= limit).cpu().numpy()
         merged = first_neighbour_clusters(neighbours, keep)[previous] # (N,): each point takes its cluster's group
         new_count = int(merged.max()) + 1
         if new_count < min_level_size: break
