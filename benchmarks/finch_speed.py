@@ -1,11 +1,14 @@
 """Speed and parity of fedlearn_nb's FINCH against the reference `finch-clust` on large inputs.
 
-For each size and distance: seconds for ours on the CPU (and on CUDA when there is a GPU), seconds for finch-clust
-(CPU, `ensure_early_exit=False`, exact neighbours), the ratio ours / reference, and whether every partition of the
-hierarchy is identical. This takes minutes at the largest sizes and is not a test.
+For each size and distance: the median time of ours on the CPU (and on CUDA when there is a GPU) and of
+finch-clust (CPU, `ensure_early_exit=False`, exact neighbours), over repeats that alternate between the two so
+that a machine shared with other work slows both alike; the ratio ours / finch-clust (below 1 = ours is faster)
+in wall-clock time and in CPU time (the process's own CPU seconds, which other processes on a loaded machine
+barely disturb); and whether every partition of the hierarchy is identical. This takes minutes at the largest
+sizes and is not a test.
 
-    python benchmarks/finch_speed.py                       # 1,000x64 ... 20,000x512, both distances
-    python benchmarks/finch_speed.py --sizes 2000x64 5000x128 --threads 2 --json results/finch_speed.json
+    python benchmarks/finch_speed.py --threads 1            # 2,000 / 5,000 / 20,000 x 128 and x 512, both distances
+    python benchmarks/finch_speed.py --sizes 2000x64 5000x128 --repeats 5 --json results/finch_speed.json
 """
 import argparse
 import time
@@ -23,7 +26,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # finch-clust warns that its optional approximate-neighbour package is absent
     from finch import FINCH
 
-DEFAULT_SIZES = ["1000x64", "5000x128", "10000x256", "20000x512"]
+DEFAULT_SIZES = ["2000x128", "5000x128", "20000x128", "2000x512", "5000x512", "20000x512"]
 
 
 def features(count: int, dim: int, seed: int = 0) -> np.ndarray:
@@ -34,15 +37,12 @@ def features(count: int, dim: int, seed: int = 0) -> np.ndarray:
     return np.maximum(centres[members] + 0.6 * generator.normal(size=(count, dim)), 0).astype(np.float32)
 
 
-def timed(function, repeats: int, synchronise=None):
-    "The result of `function()` and its best wall time over `repeats` runs."
-    best, result = np.inf, None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = function()
-        if synchronise: synchronise()
-        best = min(best, time.perf_counter() - start)
-    return result, best
+def timed(function, synchronise=None):
+    "The result of `function()`, its wall-clock seconds and its CPU seconds (this process, all threads)."
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = function()
+    if synchronise: synchronise()
+    return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
 def compare(ours: np.ndarray, reference: np.ndarray) -> str:
@@ -80,41 +80,53 @@ def main():
     parser.add_argument("--distances", nargs="+", default=list(DISTANCES), choices=DISTANCES)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads for both implementations")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated data")
-    parser.add_argument("--repeats", type=int, default=1, help="best of this many runs (each)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each, alternating; medians are reported")
     parser.add_argument("--no-cuda", action="store_true", help="skip the GPU timings even when a GPU is present")
     parser.add_argument("--json", default=None, help="also write the rows (with run metadata) to this JSON file")
     args = parser.parse_args()
+    if args.repeats < 1: parser.error("--repeats must be at least 1")
     torch.set_num_threads(args.threads)
     use_cuda = torch.cuda.is_available() and not args.no_cuda
-    print(f"CPU threads: {args.threads}; CUDA: {torch.cuda.get_device_name() if use_cuda else 'not used'}")
-    header = f"{'size':>11} {'distance':>9} {'levels':>24} {'ours cpu':>9} {'finch-clust':>11} {'ratio':>6}"
-    print(header + (f" {'ours cuda':>9} {'ratio':>6}" if use_cuda else "") + "  parity")
+    print(f"CPU threads: {args.threads}; CUDA: {torch.cuda.get_device_name() if use_cuda else 'not used'}; "
+          f"medians of {args.repeats} alternating runs; ratio = ours / finch-clust (wall, CPU); speed-up = its inverse")
+    header = (f"{'size':>10} {'distance':>9} {'levels':>22} {'ours s':>7} {'ref s':>7} {'wall':>6} {'cpu':>6} "
+              f"{'speed-up':>8}")
+    print(header + (f" {'cuda s':>7} {'ratio':>6}" if use_cuda else "") + "  parity")
     rows = []
+    finch(features(64, 8), "cosine")  # first-call set-up costs are not part of the comparison
     for size in args.sizes:
         count, dim = (int(part) for part in size.lower().split("x"))
         data = features(count, dim, args.seed)
         for distance in args.distances:
-            with threadpool_limits(args.threads):
-                reference, reference_time = timed(lambda: FINCH(data, distance=distance, ensure_early_exit=False,
-                                                                ann_threshold=count + 1, verbose=False)[0], args.repeats)
-            ours, ours_time = timed(lambda: finch(data, distance), args.repeats)
-            row = {"size": size, "distance": distance, "num_clusters": ours.num_clusters,
-                   "ours_cpu_s": ours_time, "reference_cpu_s": reference_time, "ratio_cpu": ours_time / reference_time,
-                   "parity_cpu": compare(ours.as_matrix(), reference)}
-            line = (f"{size:>11} {distance:>9} {str(ours.num_clusters):>24} {ours_time:9.2f} {reference_time:11.2f} "
-                    f"{ours_time / reference_time:6.2f}")
+            def reference_run():
+                with threadpool_limits(args.threads):
+                    return FINCH(data, distance=distance, ensure_early_exit=False, ann_threshold=count + 1, verbose=False)[0]
+            times = {"ours": [], "reference": []}
+            for repeat in range(args.repeats):  # alternate which goes first, so drifts in the machine's load cancel
+                for name in (("ours", "reference") if repeat % 2 == 0 else ("reference", "ours")):
+                    result, wall, cpu = timed(reference_run if name == "reference" else (lambda: finch(data, distance)))
+                    times[name].append((wall, cpu))
+                    if name == "ours": ours = result
+                    else: reference = result
+            (ours_wall, ours_cpu), (reference_wall, reference_cpu) = (np.median(times[name], axis=0) for name in times)
+            row = {"size": size, "distance": distance, "num_clusters": ours.num_clusters, "repeats": args.repeats,
+                   "ours_wall_s": ours_wall, "reference_wall_s": reference_wall, "ratio_wall": ours_wall / reference_wall,
+                   "ours_cpu_time_s": ours_cpu, "reference_cpu_time_s": reference_cpu, "ratio_cpu_time": ours_cpu / reference_cpu, "runs_wall_and_cpu_s": times, "parity_cpu": compare(ours.as_matrix(), reference)}
+            line = (f"{size:>10} {distance:>9} {str(ours.num_clusters):>22} {ours_wall:7.2f} {reference_wall:7.2f} "
+                    f"{ours_wall / reference_wall:6.3f} {ours_cpu / reference_cpu:6.3f} {reference_cpu / ours_cpu:7.1f}x")
             if use_cuda:
                 finch(data[:256], distance, device="cuda")  # warm up the GPU
-                on_gpu, gpu_time = timed(lambda: finch(data, distance, device="cuda"), max(args.repeats, 2),
-                                         torch.cuda.synchronize)
-                row.update(ours_cuda_s=gpu_time, ratio_cuda=gpu_time / reference_time,
+                gpu_runs = [timed(lambda: finch(data, distance, device="cuda"), torch.cuda.synchronize)
+                            for _ in range(max(args.repeats, 2))]
+                on_gpu, gpu_time = gpu_runs[-1][0], float(np.median([run[1] for run in gpu_runs]))
+                row.update(ours_cuda_s=gpu_time, ratio_cuda=gpu_time / reference_wall,
                            parity_cuda=compare(on_gpu.as_matrix(), reference))
-                line += f" {gpu_time:9.3f} {gpu_time / reference_time:6.3f}"
+                line += f" {gpu_time:7.3f} {gpu_time / reference_wall:6.3f}"
             parities = {row["parity_cpu"], row.get("parity_cuda", row["parity_cpu"])}
             print(line + "  " + " / ".join(sorted(parities)), flush=True)
             if row["parity_cpu"] != "identical" and (ours.partitions[0] != canonical_labels(reference[:, 0])).any():
                 row["level0_explained"] = explain_level0(data, distance)
-                print(" " * 13 + row["level0_explained"], flush=True)
+                print(" " * 12 + row["level0_explained"], flush=True)
             rows.append(row)
     if args.json:
         atomic_write_json(args.json, {"meta": run_metadata(vars(args), device="cuda" if use_cuda else "cpu"), "rows": rows})

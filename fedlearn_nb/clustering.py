@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from .core import choose_device
 
@@ -219,13 +217,18 @@ def canonical_labels(labels) -> np.ndarray:
 
 def first_neighbour_clusters(neighbours, keep=None) -> np.ndarray:
     "Labels (0..k-1, first-appearance order) of the components of the graph i -> neighbours[i] (only edges in `keep`)."
-    first = np.asarray(torch.as_tensor(neighbours).cpu()).astype(np.int64).reshape(-1)
+    first = np.asarray(torch.as_tensor(neighbours).cpu()).astype(np.int64).reshape(-1)   # (N,)
     count = len(first)
-    kept = np.ones(count, dtype=bool) if keep is None else np.asarray(torch.as_tensor(keep).cpu()).astype(bool).reshape(-1)
-    starts = np.concatenate([[0], np.cumsum(kept)])                  # row i holds at most its one edge i -> first[i]
-    graph = csr_matrix((np.ones(int(starts[-1])), first[kept], starts), shape=(count, count))
-    _, labels = connected_components(graph, directed=True, connection="weak")
-    return canonical_labels(labels)
+    if keep is not None:  # a dropped edge becomes a self-loop, which links nothing
+        keep = np.asarray(torch.as_tensor(keep).cpu()).astype(bool).reshape(-1)
+        first = np.where(keep, first, np.arange(count))
+    # one edge out of every point: each component holds exactly one cycle. Pointer doubling: after t rounds,
+    # jump[i] is 2^t steps along from i and lowest[i] the lowest index among those 2^t points
+    jump, lowest = first, np.arange(count)
+    for _ in range(max(1, int(np.ceil(np.log2(count))))):
+        lowest, jump = np.minimum(lowest, lowest[jump]), jump[jump]
+    return canonical_labels(lowest[jump])  # jump[i] lies on i's cycle; a cycle is named by its lowest index
+
 
 # %% ../nbs/05_clustering.ipynb #4cb30ceb
 def _check_weights(weights, count: int, device: torch.device) -> torch.Tensor:
@@ -246,8 +249,12 @@ def cluster_means(x, labels, num_clusters: int | None = None, weights=None) -> t
     if len(labels) != len(points): raise ValueError(f"need one label per point: {len(labels)} labels for {len(points)} points")
     count = int(labels.max()) + 1 if num_clusters is None else int(num_clusters)
     if labels.min() < 0 or labels.max() >= count: raise ValueError(f"labels must lie in 0..{count - 1}")
-    mass = (torch.ones(len(points), dtype=torch.float64, device=points.device) if weights is None
-            else _check_weights(weights, len(points), points.device))
+    mass = None if weights is None else _check_weights(weights, len(points), points.device)
+    return _means(points, labels, count, mass)
+
+def _means(points: torch.Tensor, labels: torch.Tensor, count: int, mass: torch.Tensor | None = None) -> torch.Tensor:
+    "`cluster_means` of checked (N, D) `points` and (N,) long `labels` on their device."
+    if mass is None: mass = torch.ones(len(points), dtype=torch.float64, device=points.device)
     sums = torch.zeros(count, points.shape[1], dtype=torch.float64, device=points.device)
     sums.index_add_(0, labels, points.to(torch.float64) * mass[:, None])  # (k, D)
     totals = torch.zeros(count, dtype=torch.float64, device=points.device).index_add_(0, labels, mass)
@@ -301,7 +308,7 @@ def finch(x, distance: str = "cosine", ensure_early_exit: bool = False, min_leve
     while partitions[-1].max() >= 1:                                  # at least two clusters left to merge
         previous = partitions[-1]
         count = int(previous.max()) + 1
-        means = cluster_means(wide, previous, count)                  # (k, D), Eq. 9
+        means = _means(wide, torch.as_tensor(previous, device=wide.device), count)  # (k, D), Eq. 9
         neighbours = _first_neighbours(means, distance)
         keep = None if limit is None else (_neighbour_distances(means, neighbours, distance) <= limit).cpu().numpy()
         merged = first_neighbour_clusters(neighbours, keep)[previous] # (N,): each point takes its cluster's group
