@@ -33,13 +33,15 @@ from .metrics import payload_bytes
 from .partition import split_train_test
 
 # %% auto #0
-__all__ = ['Parameters', 'CHECKPOINT_NAME', 'ALGORITHMS', 'BACKENDS', 'derive_seed', 'Client', 'FederatedData', 'FitIns',
-           'FitRes', 'EvaluateIns', 'EvaluateRes', 'message_bytes', 'get_parameters', 'set_parameters',
-           'weighted_average', 'batch_indices', 'LocalTraining', 'evaluate_model', 'extract_features', 'batchnorm_keys',
-           'Algorithm', 'summarize_evaluation', 'disconnected_clients', 'select_clients', 'round_half_up', 'History',
-           'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint', 'run_experiment', 'seed_torch', 'run_round',
-           'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig', 'build_federated_data',
-           'build_model_for', 'build_algorithm', 'run_folder', 'register_backend', 'get_backend', 'run']
+__all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPOINT_NAME', 'ALGORITHMS', 'BACKENDS',
+           'derive_seed', 'Client', 'FederatedData', 'FitIns', 'FitRes', 'EvaluateIns', 'EvaluateRes', 'message_bytes',
+           'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices', 'LocalTraining', 'evaluate_model',
+           'extract_features', 'batchnorm_keys', 'Algorithm', 'summarize_evaluation', 'disconnected_clients',
+           'select_clients', 'round_half_up', 'History', 'batching_obstacles', 'batched_loss_step', 'seed_torch',
+           'fit_clients_batched', 'fit_clients', 'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint',
+           'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig',
+           'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder', 'register_backend',
+           'get_backend', 'run']
 
 # %% ../nbs/10_engine.ipynb #9aaa9e88
 @functools.lru_cache(maxsize=256)
@@ -648,6 +650,134 @@ class History:
                     if v is None and k != "domain": c[k] = float("nan")
         return cls(records, [nan(s) for s in data.get("seconds", [])], data.get("protocol", "global"), data.get("name", ""))
 
+# %% ../nbs/10_engine.ipynb #b1a7c002
+CLIENT_BATCHING = ("auto", "batched", "sequential")
+_CLIENT_HOOKS = ("client_fit", "receive", "begin_local", "loss", "end_local", "local_update", "augment", "client_payload")
+_RANDOM_LAYERS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
+
+def _replaced_hooks(algorithm: Algorithm) -> list[str]:
+    "The client hooks `algorithm` replaces, in its class or on the instance."
+    return [name for name in _CLIENT_HOOKS if getattr(getattr(algorithm, name), "__func__", None) is not getattr(Algorithm, name)]
+
+def batching_obstacles(algorithm: Algorithm, instructions: Sequence[tuple[Client, FitIns]] = ()) -> list[str]:
+    "Why the clients of a set-up `algorithm` cannot train as one batched computation (empty: they can)."
+    model, training, reasons = algorithm.model, algorithm.training, []
+    hooks = _replaced_hooks(algorithm)
+    if hooks: reasons.append(f"{type(algorithm).__name__} replaces the client hooks {hooks}, so its local step is not the plain one")
+    if training.optimizer.lower() != "sgd":
+        reasons.append(f"the {training.optimizer} optimizer keeps per-client state that the batched step does not carry (only SGD is batched)")
+    if any(isinstance(m, _BN_TYPES) for m in model.modules()): reasons.append("the model has BatchNorm layers, whose running statistics change in place")
+    if any(isinstance(m, _RANDOM_LAYERS) and m.p > 0 for m in model.modules()):
+        reasons.append("the model has dropout, whose masks come from each client's own random stream")
+    if algorithm.data.train_augmentation is not None: reasons.append("the federation has a train-time augmentation, drawn per client and sample")
+    if algorithm.local_keys: reasons.append(f"the clients keep local parameters ({algorithm.local_keys[:3]}...)")
+    state = model.state_dict()
+    partial = [c.id for c, ins in instructions if any(k not in ins.parameters for k in state)]
+    if partial: reasons.append(f"the instructions of clients {partial[:5]} do not carry the whole model")
+    if getattr(algorithm, "_vmap_failure", None): reasons.append(f"the model's forward pass cannot be vectorised ({algorithm._vmap_failure})")
+    return reasons
+
+# %% ../nbs/10_engine.ipynb #b1a7c006
+BATCHED_SAMPLES_PER_STEP = 4096  # default group size: about this many samples (clients x batch size) in one batched step
+
+def _stack(tensors: Sequence[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+    "A (G, ...) copy of `tensors` with `like`'s dtype and device (one broadcast copy when they are all the same tensor)."
+    if all(t is tensors[0] for t in tensors): return tensors[0].to(like).unsqueeze(0).expand(len(tensors), *like.shape).clone()
+    return torch.stack([t.to(like) for t in tensors])
+
+def batched_loss_step(model: nn.Module) -> Callable:
+    "(gradients, losses) of the mean cross-entropy of a group of clients, vmapped over their stacked parameters and padded batches."
+    from torch.func import functional_call, grad_and_value, vmap
+    def client_loss(trainable, fixed, x, y, weight):  # one client: x (W, C, H, W), y (W,), weight (W,): 1 real, 0 padding
+        per_sample = F.cross_entropy(functional_call(model, {**trainable, **fixed}, (x,)), y, reduction="none")
+        return (per_sample * weight).sum() / weight.sum()
+    return vmap(grad_and_value(client_loss))  # trainable {name: (G, ...)}, fixed {name: (G, ...)}, x (G, W, ...), y, weight (G, W)
+
+# %% ../nbs/10_engine.ipynb #b1a7c009
+def seed_torch(seed: int, device: torch.device) -> None:
+    "Seed torch's global CPU generator (and `device`'s, when it is a GPU) without touching other devices."
+    torch.default_generator.manual_seed(seed)
+    if device.type == "cuda":
+        with torch.cuda.device(device): torch.cuda.manual_seed(seed)
+
+def _train_group(algorithm: Algorithm, group: Sequence[tuple[Client, FitIns, list]], step: Callable) -> list[FitRes]:
+    "Local SGD of `group` [(client, ins, batches)], sorted by number of steps (most first), as one computation: their `FitRes`s."
+    model, training = algorithm.model, algorithm.training
+    state = model.state_dict()
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    stacked = {k: _stack([ins.parameters[k] for _, ins, _ in group], state[k]) for k in state}  # (G, ...) each
+    trainable = {k: stacked[k] for k in names}
+    fixed = {k: v for k, v in stacked.items() if k not in trainable}                            # buffers, frozen parameters
+    clients = [client for client, _, _ in group]
+    x_all, y_all = torch.cat([c.x_train for c in clients]), torch.cat([c.y_train for c in clients])  # (sum n_k, C, H, W), (sum n_k,)
+    offsets = np.cumsum([0] + [c.num_examples for c in clients]).tolist()
+    steps = [len(batches) for _, _, batches in group]
+    totals, counts, buffers = torch.zeros(len(group), device=x_all.device), [0] * len(group), None
+    for s in range(steps[0]):
+        active = sum(n > s for n in steps)                                  # the clients still training: a prefix of the group
+        rows = [group[g][2][s].to(x_all.device) + offsets[g] for g in range(active)]
+        sizes = [len(r) for r in rows]
+        index = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)   # (a, W), padded with index 0
+        lengths = torch.tensor(sizes, device=x_all.device)
+        weight = (torch.arange(index.shape[1], device=x_all.device) < lengths[:, None]).to(x_all.dtype)  # (a, W)
+        grads, losses = step({k: v[:active] for k, v in trainable.items()}, {k: v[:active] for k, v in fixed.items()},
+                             x_all[index], y_all[index], weight)
+        params, grads = [trainable[k][:active] for k in names], [grads[k] for k in names]
+        with torch.no_grad():                                               # torch's SGD on the stacked tensors
+            if training.weight_decay: grads = torch._foreach_add(grads, params, alpha=training.weight_decay)
+            if training.momentum:
+                if buffers is None: buffers = [g.clone() for g in grads]  # step 0: every client of the group is active
+                else:
+                    views = [b[:active] for b in buffers]
+                    torch._foreach_mul_(views, training.momentum); torch._foreach_add_(views, grads)
+                    grads = views
+            torch._foreach_add_(params, grads, alpha=-training.lr)
+            totals[:active] += losses * lengths
+        for g, size in enumerate(sizes): counts[g] += size
+    return [FitRes(parameters={k: stacked[k][g] for k in algorithm.shared_keys}, num_examples=client.num_examples,
+                   metrics={"train_loss": (totals[g] / max(counts[g], 1)).item()}) for g, client in enumerate(clients)]
+
+def fit_clients_batched(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
+                        group_size: int | None = None) -> list[tuple[Client, FitRes]]:
+    "Every instructed client's local SGD, a group of clients at a time as one vectorised computation: (client, FitRes) in order."
+    training = algorithm.training
+    plans = [(client, ins, list(training.batches(client.num_examples, algorithm.generator(ins.config.get("round", 0), client.id, "batches"))))
+             for client, ins in instructions]
+    order = sorted(range(len(plans)), key=lambda i: -len(plans[i][2]))     # most steps first (stable)
+    size = group_size or max(1, BATCHED_SAMPLES_PER_STEP // training.batch_size)
+    step, results = batched_loss_step(algorithm.model), [None] * len(plans)
+    algorithm.model.train()
+    with torch.enable_grad():
+        for start in range(0, len(order), size):
+            chosen = order[start:start + size]
+            for i, result in zip(chosen, _train_group(algorithm, [plans[i] for i in chosen], step)): results[i] = (plans[i][0], result)
+    if results:  # leave the working model and torch's generator as the sequential loop leaves them
+        last_client, last_result = results[-1]
+        set_parameters(algorithm.model, last_result.parameters)
+        seed_torch(algorithm.seed_for(round, last_client.id, "fit"), algorithm.device)
+    return results
+
+# %% ../nbs/10_engine.ipynb #b1a7c013
+def fit_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
+                client_batching: str = "auto") -> list[tuple[Client, FitRes]]:
+    "The local updates of a round: batched when `client_batching` is 'batched' (or 'auto' and the set-up allows it), else one client after another."
+    if client_batching not in CLIENT_BATCHING: raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {client_batching!r}")
+    if client_batching != "sequential" and (client_batching == "batched" or len(instructions) > 1):
+        obstacles = batching_obstacles(algorithm, instructions)
+        if client_batching == "batched" and obstacles:
+            raise ValueError("client_batching='batched' cannot train these clients together: " + "; ".join(obstacles)
+                             + ". Use client_batching='auto' (batched where possible) or 'sequential'")
+        if not obstacles:
+            try: return fit_clients_batched(algorithm, round, instructions)
+            except (RuntimeError, NotImplementedError) as error:  # vmap could not run the model; nothing has been changed yet
+                if client_batching == "batched": raise
+                algorithm._vmap_failure = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+    results = []
+    for client, ins in instructions:
+        seed_torch(algorithm.seed_for(round, client.id, "fit"), algorithm.device)
+        results.append((client, algorithm.client_fit(client, ins)))
+    return results
+
 # %% ../nbs/10_engine.ipynb #2df21ccf
 CHECKPOINT_NAME = "checkpoint.pt"
 
@@ -696,8 +826,9 @@ def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, 
                    disconnection_rate: float = 0.0, dropout_rate: float = 0.0, eval_every: int = 1,
                    run_dir: str | Path | None = None, resume: bool = True, progress: bool = True,
                    metadata: dict | None = None, callbacks: Sequence[Callable[[int, dict], None]] = (), name: str | None = None,
-                   files: Mapping[str, Any] | None = None) -> History:
+                   files: Mapping[str, Any] | None = None, client_batching: str = "auto") -> History:
     "Run `rounds` federated rounds of `algorithm`; with `run_dir`, checkpoint every round and resume an interrupted run."
+    if client_batching not in CLIENT_BATCHING: raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {client_batching!r}")
     if rounds < 1: raise ValueError(f"rounds must be >= 1, got {rounds}")
     if eval_every < 1: raise ValueError(f"eval_every must be >= 1, got {eval_every}")
     training = training or LocalTraining()
@@ -731,7 +862,7 @@ def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, 
     for round in bar:
         began = time.perf_counter()
         record = run_round(algorithm, data, round, select_clients(available, fraction, round, seed, dropout_rate),
-                           evaluate=(round % eval_every == 0 or round == rounds), offline=offline)
+                           evaluate=(round % eval_every == 0 or round == rounds), offline=offline, client_batching=client_batching)
         history.append(record, time.perf_counter() - began)
         if "accuracy_weighted" in record: bar.set_postfix(acc=f"{record['accuracy_weighted']:.3f}")
         if checkpoint is not None:
@@ -742,22 +873,13 @@ def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, 
     bar.close()
     return history
 
-def seed_torch(seed: int, device: torch.device) -> None:
-    "Seed torch's global CPU generator (and `device`'s, when it is a GPU) without touching other devices."
-    torch.default_generator.manual_seed(seed)
-    if device.type == "cuda":
-        with torch.cuda.device(device): torch.cuda.manual_seed(seed)
-
 def run_round(algorithm: Algorithm, data: FederatedData, round: int, participants: Sequence[int], evaluate: bool = True,
-              offline: Iterable[int] = ()) -> dict:
+              offline: Iterable[int] = (), client_batching: str = "auto") -> dict:
     "One round: instructions to `participants`, their local updates, aggregation and (optionally) evaluation; returns its record."
     algorithm._eval_loaded = None
     clients = [data.clients[i] for i in participants]
     instructions = algorithm.configure_fit(round, clients)
-    results = []
-    for client, ins in instructions:
-        seed_torch(algorithm.seed_for(round, client.id, "fit"), data.device)
-        results.append((client, algorithm.client_fit(client, ins)))
+    results = fit_clients(algorithm, round, instructions, client_batching)
     bytes_down = sum(message_bytes(ins) for _, ins in instructions)
     bytes_up = sum(message_bytes(res) for _, res in results)
     fit_metrics = algorithm.aggregate_fit(round, results)
@@ -854,10 +976,13 @@ class RunConfig:
     device: str | None = None             # None: the settings' device
     results_dir: str | None = None        # None: the settings' results_dir
     name: str | None = None               # the run folder's name; None: derived from the config
+    client_batching: str = "auto"         # "auto" | "batched" | "sequential": how a round's clients train (see fit_clients)
 
     def __post_init__(self):
         if self.partition not in ("domains", "iid", "dirichlet"):
             raise ValueError(f"partition must be 'domains', 'iid' or 'dirichlet', got {self.partition!r}")
+        if self.client_batching not in CLIENT_BATCHING:
+            raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {self.client_batching!r}")
         if self.bn not in _BN_POLICIES: raise ValueError(f"bn must be one of {_BN_POLICIES}, got {self.bn!r}")
         if self.partition == "domains" and self.partition_kwargs:
             raise ValueError("partition_kwargs are not used with partition='domains' (one or more equal clients per domain); "
@@ -888,8 +1013,8 @@ class RunConfig:
         return f"{self.dataset}-{self.algorithm.lower()}-seed{self.seed}-{digest}"
 
     def identity(self) -> dict:
-        "The fields that define the experiment's results (not rounds, device or where it is written)."
-        return {k: v for k, v in asdict(self).items() if k not in ("rounds", "device", "results_dir", "name")}
+        "The fields that define the experiment's results (not rounds, device, how clients are scheduled, or where it is written)."
+        return {k: v for k, v in asdict(self).items() if k not in ("rounds", "device", "results_dir", "name", "client_batching")}
 
     def training(self) -> LocalTraining:
         "The local-training settings of this config."
@@ -990,5 +1115,5 @@ def run(config: RunConfig, resume: bool = True, progress: bool = True, data: Fed
                              disconnection_rate=config.disconnection_rate, dropout_rate=config.dropout_rate,
                              eval_every=config.eval_every, run_dir=folder, resume=resume, progress=progress,
                              metadata=metadata, callbacks=callbacks, name=config.name or config.algorithm,
-                             files={"config.json": {"config": config, "metadata": metadata}})
+                             files={"config.json": {"config": config, "metadata": metadata}}, client_batching=config.client_batching)
     return history
