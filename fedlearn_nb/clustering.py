@@ -165,9 +165,9 @@ def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | Non
     slack64 = 4 * (dim + 4) * _FLOAT64_EPS * scale
     if distance == "cosine": left = right = rows.to(torch.float32)
     else:  # -|a - b|^2 = <(2a, -|a|^2, -1), (b, 1, |b|^2)>: symmetric scores from one product, no extra pass
-        ones = torch.ones_like(squared)[:, None]
-        left = torch.cat([2 * rows, -squared[:, None], -ones], 1).to(torch.float32)   # (N, D + 2)
-        right = torch.cat([rows, ones, squared[:, None]], 1).to(torch.float32)
+        left, right = rows.new_empty(count, dim + 2, dtype=torch.float32), rows.new_empty(count, dim + 2, dtype=torch.float32)
+        left[:, :dim], left[:, dim], left[:, dim + 1] = 2 * rows, -squared, -1.0                # (N, D + 2)
+        right[:, :dim], right[:, dim], right[:, dim + 1] = rows, 1.0, squared
     with _full_precision_matmul():
         pair_rows, pair_columns, overflow = _float32_candidates(left, right, side, 4096 if on_cpu else 16384, slack32)
     tallies = torch.bincount(pair_rows, minlength=count)               # candidates per row: 1 = decided in float32
@@ -254,10 +254,13 @@ def cluster_means(x, labels, num_clusters: int | None = None, weights=None) -> t
 
 def _means(points: torch.Tensor, labels: torch.Tensor, count: int, mass: torch.Tensor | None = None) -> torch.Tensor:
     "`cluster_means` of checked (N, D) `points` and (N,) long `labels` on their device."
-    if mass is None: mass = torch.ones(len(points), dtype=torch.float64, device=points.device)
     sums = torch.zeros(count, points.shape[1], dtype=torch.float64, device=points.device)
-    sums.index_add_(0, labels, points.to(torch.float64) * mass[:, None])  # (k, D)
-    totals = torch.zeros(count, dtype=torch.float64, device=points.device).index_add_(0, labels, mass)
+    if mass is None:
+        sums.index_add_(0, labels, points.to(torch.float64))            # (k, D)
+        totals = torch.bincount(labels, minlength=count).to(torch.float64)
+    else:
+        sums.index_add_(0, labels, points.to(torch.float64) * mass[:, None])
+        totals = torch.zeros(count, dtype=torch.float64, device=points.device).index_add_(0, labels, mass)
     if (totals == 0).any():
         empty = (totals == 0).nonzero().squeeze(1).tolist()
         raise ValueError(f"cluster(s) {empty[:5]} have no members: labels must use every value in 0..{count - 1}")
