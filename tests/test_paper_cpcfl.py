@@ -75,9 +75,9 @@ def test_pretraining_cost_table_measures_every_encoder(smoke):
     flops = table.xs("Flops (G)", level="column").ours
     assert abs(flops["CNN"] - 0.1646) < 1e-3 and abs(flops["ResNet-18"] - 0.6662) < 1e-3 and abs(flops["ResNet-50"] - 1.5014) < 1e-3
     timing = pd.read_csv(smoke / "table_E.22_timing.csv").set_index("encoder")
-    assert list(timing.index) == ["CNN", "ResNet-18", "ResNet-50"] and (timing.seconds_timed > 0).all()
-    assert (timing.seconds_per_epoch - timing.seconds_timed * timing.epoch_images / timing.images_timed).abs().max() < 1e-6
-    assert (table.xs("Time per epoch (s)", level="column").ours - timing.seconds_per_epoch).abs().max() < 1e-3
+    assert list(timing.index) == ["CNN", "ResNet-18", "ResNet-50"] and (timing.cpu_seconds_timed > 0).all() and (timing.wall_seconds_timed > 0).all()
+    assert (timing.cpu_seconds_per_epoch - timing.cpu_seconds_timed * timing.epoch_images / timing.images_timed).abs().max() < 1e-6
+    assert (table.xs("Time per epoch (s)", level="column").ours - timing.cpu_seconds_per_epoch).abs().max() < 1e-3   # on a CPU: CPU seconds
     assert timing.pretraining_data.eq("digits").all() and (timing.images_timed <= timing.epoch_images).all()
 
 
