@@ -107,3 +107,35 @@ def test_backbone_weights_need_the_frozen_backbone_model(tmp_path):
     weights.write_bytes(b"")
     with pytest.raises(papermill.PapermillExecutionError, match="backbone_weights is only used with inter_model='frozen_backbone_mlp'"):
         execute(tmp_path, results_dir=str(tmp_path), backbone_weights=str(weights))
+
+
+def test_backbone_must_be_one_we_can_build(tmp_path):
+    papermill = pytest.importorskip("papermill")
+    with pytest.raises(papermill.PapermillExecutionError, match="backbone='vgg11' is not a backbone we can build"):
+        execute(tmp_path, results_dir=str(tmp_path), inter_model="frozen_backbone_mlp", backbone="vgg11")
+
+
+@pytest.mark.slow  # a full smoke execution (about a CPU-minute): pytest --runslow
+def test_inter_domain_runs_take_a_pretrained_backbone_from_a_file(tmp_path):
+    "The weights file reaches every client's frozen backbone: the run's config names it and the final model holds it."
+    torch = pytest.importorskip("torch")
+    torchvision = pytest.importorskip("torchvision")
+    weights = tmp_path / "resnet18.pt"
+    torch.manual_seed(0)
+    torch.save(torchvision.models.resnet18().state_dict(), weights)              # a full model, fc included
+    results = tmp_path / "results"
+    execute(tmp_path, scale="smoke", results_dir=str(results), methods="FedAvg", datasets="digits5lite", rounds=1,
+            inter_model="frozen_backbone_mlp", backbone="resnet18", backbone_weights=str(weights))
+    metadata = json.loads((results / "metadata.json").read_text())
+    assert metadata["config"]["parameters"]["backbone"] == "resnet18"
+    assert metadata["config"]["parameters"]["backbone_weights"] == str(weights.resolve())
+    configs = [json.loads(p.read_text()) for p in (results / "runs").glob("*/config.json")]
+    assert configs and all(c["config"]["model"] == "frozen_backbone_mlp" and
+                           c["config"]["model_kwargs"] == {"backbone": "resnet18", "backbone_weights": str(weights.resolve())}
+                           for c in configs)
+    checkpoint = torch.load(next((results / "runs").glob("*/checkpoint.pt")), weights_only=False, map_location="cpu")
+    saved = torch.load(weights, weights_only=True)
+    params = checkpoint["algorithm"]["server"]["params"]
+    frozen = {k[len("features.backbone."):]: v for k, v in params.items() if k.startswith("features.backbone.")}
+    assert frozen and all(torch.allclose(v, saved[k], atol=1e-6) for k, v in frozen.items())  # the file's (FedAvg's mean of copies)
+    assert (results / "table_1.csv").exists()
