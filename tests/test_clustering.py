@@ -4,8 +4,11 @@ import pytest
 import torch
 from sklearn.metrics import adjusted_rand_score
 
-from fedlearn_nb.clustering import (DISTANCES, canonical_labels, cluster_means, finch, first_neighbours,
-                                    weighted_finch)
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from fedlearn_nb.clustering import (DISTANCES, canonical_labels, cluster_means, finch, first_neighbour_clusters,
+                                    first_neighbours, weighted_finch)
 
 
 def _blobs(seed, count=600, dim=12, centres=8):
@@ -22,6 +25,82 @@ def test_block_size_does_not_change_first_neighbours(distance):
     for rows in (1, 2, 7, 64, 256, 1000):
         assert torch.equal(first_neighbours(points, distance, block_size=rows)[0], whole)
     assert whole[10].item() == 3 and whole[3].item() == 10
+
+
+def _near_tie(seed, dim=16, gap=1e-10):
+    "Unit vector a, and b, c with cos(a, c) = cos(a, b) + gap (c is the nearer, by far less than float32 can see), turned at random."
+    generator = np.random.default_rng(seed)
+    w1, w2 = generator.normal(size=(2, dim - 1))
+    w1, w2 = w1 / np.linalg.norm(w1), w2 / np.linalg.norm(w2)
+    cos_b = generator.uniform(0.95, 0.999)
+    cos_c = cos_b + gap
+    a, b, c = np.eye(dim)[0], np.r_[cos_b, np.sqrt(1 - cos_b**2) * w1], np.r_[cos_c, np.sqrt(1 - cos_c**2) * w2]
+    rotation = np.linalg.qr(generator.normal(size=(dim, dim)))[0]  # no longer axis-aligned: float32 sums round
+    return a @ rotation.T, b @ rotation.T, c @ rotation.T
+
+
+def test_float64_decision_fixes_a_float32_mistake():
+    "Near-ties whose float32 scores rank the wrong candidate first, placed in different strips: the exact one wins."
+    mistakes = 0
+    for seed in range(20):
+        a, b, c = _near_tie(seed)
+        filler = -np.tile(a, (70, 1)) + 0.3 * np.random.default_rng(seed).normal(size=(70, len(a)))  # far away
+        points = np.concatenate([a[None], filler[:40], b[None], filler[40:], c[None]])
+        where_b, where_c = 41, 72
+        unit = torch.from_numpy(points / np.linalg.norm(points, axis=1, keepdims=True)).float()
+        float32 = (unit[:1] @ unit[[where_b, where_c]].T)[0]
+        mistakes += int(float32[0] > float32[1])                 # float32 alone would pick b
+        for block_size in (None, 32):
+            assert first_neighbours(points, "cosine", block_size=block_size)[0][0].item() == where_c
+    assert mistakes >= 1, "no constructed case fooled float32; the test needs other seeds"
+
+
+@pytest.mark.parametrize("distance", DISTANCES)
+def test_screening_in_strips_matches_brute_force(distance):
+    "Many strips (both halves of the screening, padding), exact ties across strips, against a float64 brute force."
+    generator = np.random.default_rng(7)
+    points = generator.normal(size=(301, 6)) + 3.0
+    points[[70, 130]] = points[5]                                 # three copies in three different strips
+    unit = points / np.linalg.norm(points, axis=1, keepdims=True)
+    full = 1 - unit @ unit.T if distance == "cosine" else np.sqrt(((points[:, None] - points[None]) ** 2).sum(-1))
+    np.fill_diagonal(full, np.inf)
+    expected = full.argmin(1)                                     # argmin takes the lowest index among exact ties
+    for block_size in (None, 32, 64, 100):
+        neighbours = first_neighbours(points.astype(np.float32), distance, block_size=block_size)[0].numpy()
+        np.testing.assert_array_equal(neighbours, expected)
+    assert expected[5] == 70 and expected[70] == 5 and expected[130] == 5
+
+
+@pytest.mark.parametrize("distance", DISTANCES)
+def test_mass_ties_fall_back_to_whole_rows(distance):
+    "Hundreds of copies of one point (more tied candidates than a row keeps): each picks the lowest-index other copy."
+    generator = np.random.default_rng(8)
+    points = np.concatenate([generator.normal(size=(50, 3)) - 5.0, np.tile([[1.0, 2.0, 3.0]], (400, 1))])
+    points = points[generator.permutation(len(points))]
+    copies = np.nonzero((points == [1.0, 2.0, 3.0]).all(1))[0]
+    for block_size in (None, 64):
+        neighbours = first_neighbours(points, distance, block_size=block_size)[0].numpy()
+        assert neighbours[copies[0]] == copies[1] and (neighbours[copies[1:]] == copies[0]).all()
+
+
+def test_first_neighbour_clusters_match_scipy():
+    generator = np.random.default_rng(9)
+    for count in (1, 2, 3, 50, 3000):
+        pointers = generator.integers(0, count, size=count)
+        kept = generator.random(count) < 0.8
+        graph = coo_matrix((np.ones(kept.sum()), (np.arange(count)[kept], pointers[kept])), shape=(count, count))
+        expected = canonical_labels(connected_components(graph, connection="weak")[1])
+        np.testing.assert_array_equal(first_neighbour_clusters(pointers, kept), expected)
+        np.testing.assert_array_equal(first_neighbour_clusters(torch.from_numpy(pointers)),
+                                      canonical_labels(connected_components(coo_matrix(
+                                          (np.ones(count), (np.arange(count), pointers)), shape=(count, count)),
+                                          connection="weak")[1]))
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True])
+def test_first_neighbours_rejects_bad_block_size(bad):
+    with pytest.raises(ValueError, match="block_size"):
+        first_neighbours(_blobs(0, count=20), block_size=bad)
 
 
 @pytest.mark.parametrize("distance", DISTANCES)
