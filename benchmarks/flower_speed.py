@@ -9,6 +9,7 @@ building the federation in each worker). Ray's start-up is not in the round time
 
     nice -n 19 python benchmarks/flower_speed.py                     # 10, 100, 500 clients, 3 rounds each
     python benchmarks/flower_speed.py --clients 10 100 --rounds 3 --workers 2
+    python benchmarks/flower_speed.py --model fedccl_cnn4 --client-batching sequential   # another model, the loop over clients
 
 On a machine shared with other jobs, wall times include their contention: compare ratios measured in one run.
 """
@@ -26,20 +27,26 @@ import time
 from pathlib import Path
 
 
-def config_for(clients: int, rounds: int, results_dir: str):
+WORKLOAD = {"model": "fedcrl_cnn", "local_steps": 1, "local_epochs": 1, "batch_size": 32, "client_batching": "auto"}
+
+
+def config_for(clients: int, rounds: int, results_dir: str, workload: dict | None = None):
+    "The benchmark's run: FedAvg on Fashion-MNIST over `clients` iid clients; `workload` overrides WORKLOAD's model and local work."
     from fedlearn_nb.engine import RunConfig
-    return RunConfig(dataset="fashion_mnist", partition="iid", num_clients=clients, model="fedcrl_cnn", algorithm="fedavg", rounds=rounds,
-                     local_steps=1, batch_size=32, optimizer="sgd", lr=0.01, results_dir=results_dir, name=f"speed-{clients}")
+    work = {**WORKLOAD, **(workload or {})}
+    return RunConfig(dataset="fashion_mnist", partition="iid", num_clients=clients, model=work["model"], algorithm="fedavg", rounds=rounds,
+                     local_steps=work["local_steps"], local_epochs=work["local_epochs"], batch_size=work["batch_size"], optimizer="sgd",
+                     lr=0.01, results_dir=results_dir, name=f"speed-{clients}", client_batching=work["client_batching"])
 
 
-def measure(backend: str, clients: int, rounds: int, workers: int) -> dict:
+def measure(backend: str, clients: int, rounds: int, workers: int, workload: dict | None = None) -> dict:
     "Run one experiment in this process and return its round times (the child side of the benchmark)."
     import torch
     torch.set_num_threads(1)
     from fedlearn_nb.engine import run
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
-        config = config_for(clients, rounds, folder)
+        config = config_for(clients, rounds, folder, workload)
         if backend == "inprocess": history = run(config, resume=False, progress=False)
         else:
             from fedlearn_nb.flower import run_on_flower, simulation_backend_config
@@ -66,9 +73,10 @@ def tree_rss(root: int) -> int:
     return total
 
 
-def run_child(backend: str, clients: int, rounds: int, workers: int) -> dict:
+def run_child(backend: str, clients: int, rounds: int, workers: int, workload: dict | None = None) -> dict:
     "Measure in a child process, sampling the memory of its whole process tree."
-    command = [sys.executable, __file__, "--child", backend, "--clients", str(clients), "--rounds", str(rounds), "--workers", str(workers)]
+    command = [sys.executable, __file__, "--child", backend, "--clients", str(clients), "--rounds", str(rounds), "--workers", str(workers),
+               "--workload", json.dumps(workload or {})]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     peak, stop = [0], threading.Event()
@@ -88,16 +96,25 @@ def main(argv=None) -> int:
     parser.add_argument("--clients", type=int, nargs="+", default=[10, 100, 500])
     parser.add_argument("--rounds", type=int, default=3, help="rounds per run (>= 2: the first is not timed)")
     parser.add_argument("--workers", type=int, default=2, help="Ray ClientApp workers (one CPU each)")
+    parser.add_argument("--model", default=WORKLOAD["model"], help="model of the run (fedcrl_cnn has dropout: its clients train one by one)")
+    parser.add_argument("--local-steps", type=int, default=WORKLOAD["local_steps"], help="local steps per client (0: --local-epochs epochs)")
+    parser.add_argument("--local-epochs", type=int, default=WORKLOAD["local_epochs"])
+    parser.add_argument("--batch-size", type=int, default=WORKLOAD["batch_size"])
+    parser.add_argument("--client-batching", default="auto", choices=["auto", "batched", "sequential"], help="the in-process run's path")
+    parser.add_argument("--workload", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child", choices=["inprocess", "flower"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    workload = json.loads(args.workload) if args.workload else {
+        "model": args.model, "local_steps": args.local_steps or None, "local_epochs": args.local_epochs, "batch_size": args.batch_size,
+        "client_batching": args.client_batching}
     if args.rounds < 2: parser.error("--rounds must be >= 2: the first round is not timed")
     if args.child:
-        print(json.dumps(measure(args.child, args.clients[0], args.rounds, args.workers))); return 0
+        print(json.dumps(measure(args.child, args.clients[0], args.rounds, args.workers, workload))); return 0
     rows = []
-    print(f"FedAvg on Fashion-MNIST, one local step of 32 images per client, {args.rounds} rounds (median of rounds 2..), "
+    print(f"FedAvg on Fashion-MNIST, {workload}, {args.rounds} rounds (median of rounds 2..), "
           f"{args.workers} Ray workers, 1 math thread; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     for clients in args.clients:
-        result = {backend: run_child(backend, clients, args.rounds, args.workers) for backend in ("inprocess", "flower")}
+        result = {backend: run_child(backend, clients, args.rounds, args.workers, workload) for backend in ("inprocess", "flower")}
         local, flower = (statistics.median(result[b]["seconds"][1:]) for b in ("inprocess", "flower"))
         start_up = result["flower"]["total"] - sum(result["flower"]["seconds"])
         row = {"clients": clients, "inprocess_s": local, "flower_s": flower, "ratio": flower / local,

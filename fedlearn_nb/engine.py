@@ -33,15 +33,15 @@ from .metrics import payload_bytes
 from .partition import split_train_test
 
 # %% auto #0
-__all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPOINT_NAME', 'ALGORITHMS', 'BACKENDS',
-           'derive_seed', 'Client', 'FederatedData', 'FitIns', 'FitRes', 'EvaluateIns', 'EvaluateRes', 'message_bytes',
-           'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices', 'LocalTraining', 'evaluate_model',
-           'extract_features', 'batchnorm_keys', 'Algorithm', 'summarize_evaluation', 'disconnected_clients',
-           'select_clients', 'round_half_up', 'History', 'batching_obstacles', 'batched_loss_step', 'seed_torch',
-           'fit_clients_batched', 'fit_clients', 'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint',
-           'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig',
-           'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder', 'register_backend',
-           'get_backend', 'run']
+__all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'AUTO_CPU_MAX_BATCH_SIZE', 'CHECKPOINT_NAME',
+           'ALGORITHMS', 'BACKENDS', 'derive_seed', 'Client', 'FederatedData', 'FitIns', 'FitRes', 'EvaluateIns',
+           'EvaluateRes', 'message_bytes', 'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices',
+           'LocalTraining', 'evaluate_model', 'extract_features', 'batchnorm_keys', 'Algorithm', 'summarize_evaluation',
+           'disconnected_clients', 'select_clients', 'round_half_up', 'History', 'batching_obstacles',
+           'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients', 'experiment_fingerprint',
+           'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm',
+           'check_options', 'RunConfig', 'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder',
+           'register_backend', 'get_backend', 'run']
 
 # %% ../nbs/10_engine.ipynb #9aaa9e88
 @functools.lru_cache(maxsize=256)
@@ -758,11 +758,14 @@ def fit_clients_batched(algorithm: Algorithm, round: int, instructions: Sequence
     return results
 
 # %% ../nbs/10_engine.ipynb #b1a7c013
+AUTO_CPU_MAX_BATCH_SIZE = 16  # on a CPU, "auto" batches clients only when their local batches are this small (see the benchmark)
+
 def fit_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
                 client_batching: str = "auto") -> list[tuple[Client, FitRes]]:
     "The local updates of a round: batched when `client_batching` is 'batched' (or 'auto' and the set-up allows it), else one client after another."
     if client_batching not in CLIENT_BATCHING: raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {client_batching!r}")
-    if client_batching != "sequential" and (client_batching == "batched" or len(instructions) > 1):
+    pays = algorithm.device.type != "cpu" or algorithm.training.batch_size <= AUTO_CPU_MAX_BATCH_SIZE
+    if client_batching == "batched" or (client_batching == "auto" and len(instructions) > 1 and pays):
         obstacles = batching_obstacles(algorithm, instructions)
         if client_batching == "batched" and obstacles:
             raise ValueError("client_batching='batched' cannot train these clients together: " + "; ".join(obstacles)
