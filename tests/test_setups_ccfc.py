@@ -103,13 +103,15 @@ def test_every_column_of_tables_1_and_2(scale):
                 record[(name, method, p)] = "runs"
     names = list(label_sets(scale))
     assert len(record) == len(names) * (2 + 6 * 5)
-    for name in names:                                                  # the columns we cannot run say why
-        for method in ("SDA-FC-KM", "SDA-FC-FCM", "PPFC-GAN"):
-            assert all(record[(name, method, p)].startswith("not implemented") for p in P_VALUES)
+    for name in names:                                                  # the synthetic-data baselines run, or say why not
+        for method in NS["SYNTHETIC"]:
+            expected = ("skipped at quick" if scale == "quick" and name in ("cifar10", "stl10")
+                        else NS["DATA_NOT_AVAILABLE"] if name in NOT_AVAILABLE else "runs")
+            assert all(record[(name, method, p)].startswith(expected) for p in P_VALUES), (name, method)
     if scale == "quick":
         assert record[("mnist", "CCFC", 0.5)] == "runs" and record[("fashion_mnist", "FFCM", 1.0)] == "runs"
         assert record[("cifar10", "k-FED", 0.25)] == "runs" and record[("cifar10", "KM", 0.0)] == "runs"
-        assert "ResNet-18" in record[("cifar10", "CCFC", 0.0)]
+        assert "ResNet-18" in record[("cifar10", "CCFC", 0.0)] and record[("mnist", "PPFC-GAN", 1.0)] == "runs"
         assert record[("stl10", "k-FED", 0.0)] == "skipped (data not available)"
     if scale == "paper":
         assert all(record[(name, "CCFC", p)] == "runs" for name in ("mnist", "fashion_mnist", "cifar10") for p in P_VALUES)
@@ -158,3 +160,21 @@ def test_quick_is_smaller_than_paper_and_paper_keeps_the_papers_settings():
     assert paper["training"] == dict(optimizer="adam", lr=1e-3, momentum=0.0, batch_size=128, epochs=1)
     assert quick["ccfc"]["rounds"] < paper["ccfc"]["rounds"] and quick["per_class"] * 10 < 70000
     assert [NS["DATASET_SETUP"][n]["lam"] for n in ("mnist", "fashion_mnist", "cifar10", "stl10")] == [0.001, 1.0, 0.1, 0.1]
+
+
+def test_synthetic_baselines_keep_the_authors_gan_at_paper_scale_and_shrink_it_below():
+    "SDA-FC / PPFC-GAN: the authors' DCGAN and schedule at paper scale; smaller GANs, fewer steps and a smaller DCN at quick and smoke."
+    paper = NS["synthetic_settings"](NS["SCALES"]["paper"], "mnist")
+    assert paper["gan"]["gan_width"] == 64 and paper["gan"]["gan_hidden_dim"] == 1024 and paper["gan"]["synthetic_per_client"] is None
+    assert (paper["gan"]["lr_generator"], paper["gan"]["lr_discriminator"]) == (1.8e-3, 2e-4) and paper["gan_training"] == dict(epochs=50, batch_size=64)
+    assert paper["encoder_hidden_dims"] == [500, 500, 2000] and paper["latent_dim"] == 10
+    for scale in ("quick", "smoke"):
+        config = NS["SCALES"][scale]
+        for name in config["datasets"]:
+            small = NS["synthetic_settings"](config, name)
+            assert small["gan"]["gan_width"] < 64 and small["gan_training"]["steps"] >= 1 and small["dcn"]["pretrain_epochs"] + small["dcn"]["dcn_epochs"] >= 1
+            assert set(small) == {"gan", "gan_training", "encoder_hidden_dims", "latent_dim", "dcn"}
+    runs = NS["runs_synthetic"]                                          # which (seed, p) the baselines run at
+    assert all(runs(NS["SCALES"][scale], seed, [0, 1, 2], p) for scale in ("smoke", "paper") for seed in (0, 1, 2) for p in P_VALUES)
+    quick = NS["SCALES"]["quick"]
+    assert [p for p in P_VALUES if runs(quick, 0, [0, 1, 2], p)] == [0.0, 0.5, 1.0] and not runs(quick, 1, [0, 1, 2], 0.0)
