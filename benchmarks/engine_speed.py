@@ -1,19 +1,33 @@
-"""Time one round of FedAvg on MNIST-sized data (60000 x 1 x 28 x 28) for 10 and 100 clients, on CPU and GPU.
+"""Time one round of FedAvg on MNIST-sized data (60000 x 1 x 28 x 28): our engine with its clients trained together
+(`client_batching="batched"`), our engine with its clients trained one by one ("sequential"), the same SGD steps in a
+plain loop on one model, and Flower's simulation engine (when flwr is installed).
 
-Prints, per device and number of clients: seconds per round (local training + aggregation), training samples
-per second, the evaluation time, and the ratio of the round to the same SGD steps run in a plain loop on one
-model (the engine's overhead: per-client model loading, batching, aggregation).
+Part 1, the engine's overhead: one local epoch of batch 64 per client (fedccl_cnn4, SGD), on CPU (and CUDA when
+present). Per number of clients, the three measurements are interleaved and repeated (`--repeats`), and the medians
+are reported with the ratios batched/plain, sequential/plain and sequential/batched.
 
-    python benchmarks/engine_speed.py                       # cpu (and cuda when available), 10 and 100 clients
-    python benchmarks/engine_speed.py --devices cpu --clients 10 --samples 12000
-    python benchmarks/engine_speed.py --real                # real MNIST from the data root, if present
+Part 2, against Flower: the workload of benchmarks/flower_speed.py (real Fashion-MNIST, iid clients, one local step
+of 32 images, every client evaluated every round, one math thread), with the batchable fedccl_cnn4; each run in its
+own process, round time = median of rounds 2.. of `History.seconds`. Flower above `--flower-max-clients` is skipped
+with a note (its per-client cost makes 2000 clients take very long).
 
-Random tensors stand in for MNIST by default (the speed does not depend on the pixel values).
+    python benchmarks/engine_speed.py                               # 10, 100, 500, 2000 clients; part 2 up to 500
+    python benchmarks/engine_speed.py --clients 10 100 --repeats 3 --samples 12000 --no-flower
+    python benchmarks/engine_speed.py --threads 2                   # every core for the in-process paths
+    python benchmarks/engine_speed.py --real                        # real MNIST from the data root, if present
+
+Random tensors stand in for MNIST in part 1 by default (the speed does not depend on the pixel values). On a machine
+shared with other jobs, compare the ratios, which are measured side by side.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
+import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -21,7 +35,7 @@ import torch.nn.functional as F
 
 from fedlearn_nb.algorithms.fedavg import FedAvg
 from fedlearn_nb.core import seed_everything, torch_generator
-from fedlearn_nb.engine import FederatedData, LocalTraining, run_round
+from fedlearn_nb.engine import FederatedData, LocalTraining, batching_obstacles, run_round
 from fedlearn_nb.models import build_model
 
 
@@ -57,55 +71,94 @@ def plain_loop_seconds(model, x, y, training: LocalTraining, device) -> float:
     return time.perf_counter() - start
 
 
-def time_round(num_clients: int, device: torch.device, train: Images, test: Images, model_name: str, batch_size: int, rounds: int) -> dict:
+def time_rounds(num_clients: int, device: torch.device, train: Images, model_name: str, batch_size: int, repeats: int) -> dict:
+    "Median seconds of a round batched, a round sequential and the plain loop, measured interleaved `repeats` times."
     parts = np.array_split(np.random.default_rng(0).permutation(len(train.y)), num_clients)
-    data = FederatedData.from_partition(train, parts, test=test, device=device)
+    data = FederatedData.from_partition(train, parts, device=device)
     seed_everything(0)
     model = build_model(model_name, num_classes=10, in_channels=1, image_size=28, seed=0)
     training = LocalTraining(epochs=1, batch_size=batch_size, lr=0.01)
     algorithm = FedAvg()
-    algorithm.setup(model, data, LocalTraining(steps=2, batch_size=batch_size))
-    run_round(algorithm, data, 0, list(range(num_clients)), evaluate=True)  # warm-up: kernels, allocator, lazy imports
+    algorithm.setup(model, data, LocalTraining(steps=1, batch_size=batch_size, lr=0.01))
+    if batching_obstacles(algorithm): raise SystemExit(f"{model_name} cannot be batched: {batching_obstacles(algorithm)}")
+    everyone = list(range(num_clients))
+    for mode in ("batched", "sequential"): run_round(algorithm, data, 0, everyone, evaluate=False, client_batching=mode)  # warm-up
     algorithm.training = training
-    fit_times, eval_times = [], []
-    for round in range(1, rounds + 1):
-        sync(device); start = time.perf_counter()
-        run_round(algorithm, data, round, list(range(num_clients)), evaluate=False)
-        sync(device); fit_times.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        algorithm.aggregate_evaluate(round, [(c, algorithm.client_evaluate(c, ins)) for c, ins in algorithm.configure_evaluate(round, data.clients)])
-        sync(device); eval_times.append(time.perf_counter() - start)
-    x = torch.cat([c.x_train for c in data.clients]); y = torch.cat([c.y_train for c in data.clients])
-    plain = plain_loop_seconds(build_model(model_name, num_classes=10, in_channels=1, image_size=28, seed=0).to(device), x, y, training, device)
-    seconds = float(np.median(fit_times))
-    return {"device": str(device), "clients": num_clients, "seconds_per_round": seconds, "samples_per_second": len(train.y) / seconds,
-            "eval_seconds": float(np.median(eval_times)), "plain_loop_seconds": plain, "overhead_ratio": seconds / plain}
+    x, y = torch.cat([c.x_train for c in data.clients]), torch.cat([c.y_train for c in data.clients])
+    times = {"batched": [], "sequential": [], "plain": []}
+    for repeat in range(1, repeats + 1):
+        for mode in ("batched", "sequential"):
+            sync(device); start = time.perf_counter()
+            run_round(algorithm, data, repeat, everyone, evaluate=False, client_batching=mode)
+            sync(device); times[mode].append(time.perf_counter() - start)
+        times["plain"].append(plain_loop_seconds(build_model(model_name, num_classes=10, in_channels=1, image_size=28, seed=0).to(device),
+                                                 x, y, training, device))
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def flower_speed_module():
+    "benchmarks/flower_speed.py, imported from beside this file."
+    spec = importlib.util.spec_from_file_location("flower_speed", Path(__file__).with_name("flower_speed.py"))
+    module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+    return module
+
+
+def against_flower(clients: list[int], rounds: int, workers: int, model: str, flower_max: int, with_flower: bool) -> None:
+    "Part 2: flower_speed's workload, our engine batched and sequential and Flower's simulation, one process each."
+    speed = flower_speed_module()
+    workload = {"model": model, "local_steps": 1, "local_epochs": 1, "batch_size": 32}
+    print(f"\nPart 2: FedAvg on Fashion-MNIST, {model}, one local step of 32 images per client, every client evaluated each round, "
+          f"{rounds} rounds (median of rounds 2..), {workers} Ray workers; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'clients':>7} {'batched s':>10} {'sequential s':>13} {'Flower s':>9} {'seq/batched':>12} {'Flower/batched':>15} {'Flower/seq':>11}")
+    for count in clients:
+        seconds = {}
+        for mode in ("batched", "sequential"):
+            result = speed.run_child("inprocess", count, rounds, workers, {**workload, "client_batching": mode})
+            seconds[mode] = statistics.median(result["seconds"][1:])
+        flower = None
+        if with_flower and count <= flower_max:
+            result = speed.run_child("flower", count, rounds, workers, {**workload, "client_batching": "sequential"})
+            flower = statistics.median(result["seconds"][1:])
+        ratio = lambda a, b: f"{a / b:.2f}" if a is not None else "-"
+        print(f"{count:>7} {seconds['batched']:>10.2f} {seconds['sequential']:>13.2f} {flower if flower is not None else float('nan'):>9.2f} "
+              f"{seconds['sequential'] / seconds['batched']:>12.2f} {ratio(flower, seconds['batched']):>15} {ratio(flower, seconds['sequential']):>11}",
+              flush=True)
+        if flower is None:
+            print(f"        Flower skipped: {'flwr is not installed' if not with_flower else f'more than --flower-max-clients={flower_max} clients'}")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--clients", type=int, nargs="+", default=[10, 100])
+    parser.add_argument("--clients", type=int, nargs="+", default=[10, 100, 500, 2000])
     parser.add_argument("--devices", nargs="+", default=None, help="default: cpu, plus cuda when available")
     parser.add_argument("--samples", type=int, default=60000)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--model", default="fedccl_cnn4")
-    parser.add_argument("--rounds", type=int, default=1, help="timed rounds (median reported)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repetitions of each measurement (median reported)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads in part 1 (part 2 uses one, like flower_speed.py)")
     parser.add_argument("--real", action="store_true", help="use real MNIST (fedlearn_nb.data) instead of random tensors")
+    parser.add_argument("--no-flower", action="store_true", help="skip part 2")
+    parser.add_argument("--flower-clients", type=int, nargs="+", default=None, help="part 2's numbers of clients (default: --clients)")
+    parser.add_argument("--flower-max-clients", type=int, default=500, help="skip Flower above this many clients")
+    parser.add_argument("--flower-rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=2, help="Ray ClientApp workers")
     args = parser.parse_args(argv)
-    if args.threads: torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     devices = args.devices or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
-    train, test = make_data(args.samples, args.real)
-    print(f"FedAvg, 1 local epoch, batch {args.batch_size}, model {args.model}, {len(train.y)} training samples, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
-    print(f"{'device':>8} {'clients':>7} {'s/round':>9} {'samples/s':>10} {'eval s':>8} {'plain s':>8} {'round/plain':>11}")
+    train, _ = make_data(args.samples, args.real)
+    print(f"Part 1: FedAvg, 1 local epoch, batch {args.batch_size}, model {args.model}, {len(train.y)} training samples, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} CPU threads, medians of {args.repeats} interleaved repeats; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'device':>8} {'clients':>7} {'batched s':>10} {'sequential s':>13} {'plain s':>8} {'batched/plain':>14} {'seq/plain':>10} {'seq/batched':>12}")
     for device in devices:
         device = torch.device(device)
         if device.type == "cuda" and not torch.cuda.is_available(): print(f"{device}: not available, skipped"); continue
         for clients in args.clients:
-            r = time_round(clients, device, train, test, args.model, args.batch_size, args.rounds)
-            print(f"{r['device']:>8} {r['clients']:>7} {r['seconds_per_round']:>9.2f} {r['samples_per_second']:>10.0f} "
-                  f"{r['eval_seconds']:>8.2f} {r['plain_loop_seconds']:>8.2f} {r['overhead_ratio']:>11.2f}", flush=True)
+            r = time_rounds(clients, device, train, args.model, args.batch_size, args.repeats)
+            print(f"{str(device):>8} {clients:>7} {r['batched']:>10.2f} {r['sequential']:>13.2f} {r['plain']:>8.2f} {r['batched'] / r['plain']:>14.2f} "
+                  f"{r['sequential'] / r['plain']:>10.2f} {r['sequential'] / r['batched']:>12.2f}", flush=True)
+    if not args.no_flower:
+        with_flower = importlib.util.find_spec("flwr") is not None
+        against_flower(args.flower_clients or args.clients, args.flower_rounds, args.workers, args.model, args.flower_max_clients, with_flower)
 
 
 if __name__ == "__main__":
