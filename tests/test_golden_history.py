@@ -19,6 +19,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "histories.json"
+RECORDED_WITH = ROOT / "tests" / "golden" / "versions.json"   # the torch build the histories were recorded with
 # relative tolerance on floats: the same code on the same torch is bit-identical; the slack only absorbs a different
 # BLAS/torch build summing in another order (a reorganisation that changes *what* is computed moves far more than this)
 RTOL, ATOL = 1e-5, 1e-7
@@ -90,6 +91,15 @@ def compare(recorded: list[dict], got: list[dict]) -> list[str]:
 GOLDEN_HISTORIES = json.loads(GOLDEN.read_text()) if GOLDEN.is_file() else {}
 
 
+def torch_note() -> str:
+    "A hint when the running torch differs from the one the histories were recorded with (empty when it is the same)."
+    recorded = json.loads(RECORDED_WITH.read_text()).get("torch") if RECORDED_WITH.is_file() else None
+    if recorded in (None, torch.__version__): return ""
+    return (f"\n(recorded with torch {recorded}, running torch {torch.__version__}: another torch build sums in another "
+            "order, and a method with discrete steps, such as a sign-gradient attack or a cluster count, can turn that "
+            "rounding into a different result; re-record only after checking that the code is not the cause)")
+
+
 def test_every_registered_algorithm_has_a_golden_history():
     assert sorted(GOLDEN_HISTORIES) == registered_algorithms(), "record the new algorithm: python tests/test_golden_history.py --record NAME"
 
@@ -97,7 +107,7 @@ def test_every_registered_algorithm_has_a_golden_history():
 @pytest.mark.parametrize("name", sorted(GOLDEN_HISTORIES))
 def test_history_is_unchanged(name):
     problems = compare(GOLDEN_HISTORIES[name], record_history(name))
-    assert not problems, f"{name}'s history changed:\n" + "\n".join(problems[:20])
+    assert not problems, f"{name}'s history changed:\n" + "\n".join(problems[:20]) + torch_note()
 
 
 def test_compare_sees_a_changed_metric():
@@ -123,3 +133,4 @@ if __name__ == "__main__":
         print(f"recorded {name}: {len(histories[name])} rounds")
     GOLDEN.parent.mkdir(parents=True, exist_ok=True)
     GOLDEN.write_text(json.dumps(dict(sorted(histories.items())), indent=1, sort_keys=True) + "\n")
+    RECORDED_WITH.write_text(json.dumps({"torch": torch.__version__}) + "\n")
