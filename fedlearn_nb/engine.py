@@ -33,15 +33,15 @@ from .metrics import payload_bytes
 from .partition import split_train_test
 
 # %% auto #0
-__all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'AUTO_CPU_MAX_BATCH_SIZE', 'CHECKPOINT_NAME',
-           'ALGORITHMS', 'BACKENDS', 'derive_seed', 'Client', 'FederatedData', 'FitIns', 'FitRes', 'EvaluateIns',
-           'EvaluateRes', 'message_bytes', 'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices',
-           'LocalTraining', 'evaluate_model', 'extract_features', 'batchnorm_keys', 'Algorithm', 'summarize_evaluation',
-           'disconnected_clients', 'select_clients', 'round_half_up', 'History', 'batching_obstacles',
-           'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients', 'experiment_fingerprint',
-           'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm',
-           'check_options', 'RunConfig', 'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder',
-           'register_backend', 'get_backend', 'run']
+__all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPOINT_NAME', 'ALGORITHMS', 'BACKENDS',
+           'derive_seed', 'Client', 'FederatedData', 'FitIns', 'FitRes', 'EvaluateIns', 'EvaluateRes', 'message_bytes',
+           'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices', 'LocalTraining', 'evaluate_model',
+           'extract_features', 'batchnorm_keys', 'Algorithm', 'summarize_evaluation', 'disconnected_clients',
+           'select_clients', 'round_half_up', 'History', 'batching_obstacles', 'batched_loss_step', 'seed_torch',
+           'fit_clients_batched', 'fit_clients', 'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint',
+           'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig',
+           'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder', 'register_backend',
+           'get_backend', 'run']
 
 # %% ../nbs/10_engine.ipynb #9aaa9e88
 @functools.lru_cache(maxsize=256)
@@ -758,19 +758,15 @@ def fit_clients_batched(algorithm: Algorithm, round: int, instructions: Sequence
     return results
 
 # %% ../nbs/10_engine.ipynb #b1a7c013
-AUTO_CPU_MAX_BATCH_SIZE = 24  # on a CPU, "auto" batches clients only when their local batches are this small on average (see the benchmark)
-
-def _batching_pays(algorithm: Algorithm, instructions: Sequence[tuple[Client, FitIns]]) -> bool:
-    "Is the batched path expected to be faster? On a GPU yes; on a CPU when the clients' batches (at most their sizes) are small."
-    if algorithm.device.type != "cpu": return True
-    batch = algorithm.training.batch_size
-    return float(np.mean([min(batch, client.num_examples) for client, _ in instructions])) <= AUTO_CPU_MAX_BATCH_SIZE
+def _batching_pays(algorithm: Algorithm) -> bool:
+    "Does 'auto' batch? On a GPU; on a CPU the loop (its gain is confined to tiny batches, and it is the bit-exact reference)."
+    return algorithm.device.type != "cpu"
 
 def fit_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
                 client_batching: str = "auto") -> list[tuple[Client, FitRes]]:
     "The local updates of a round: batched when `client_batching` is 'batched' (or 'auto' and the set-up allows it), else one client after another."
     if client_batching not in CLIENT_BATCHING: raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {client_batching!r}")
-    if client_batching == "batched" or (client_batching == "auto" and len(instructions) > 1 and _batching_pays(algorithm, instructions)):
+    if client_batching == "batched" or (client_batching == "auto" and len(instructions) > 1 and _batching_pays(algorithm)):
         obstacles = batching_obstacles(algorithm, instructions)
         if client_batching == "batched" and obstacles:
             raise ValueError("client_batching='batched' cannot train these clients together: " + "; ".join(obstacles)
