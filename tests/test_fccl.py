@@ -5,9 +5,9 @@ import torch
 
 from fedlearn_nb.core import seed_everything
 from fedlearn_nb.data import DatasetNotFoundError, load_benchmark
-from fedlearn_nb.engine import FederatedData, History, LocalTraining, RunConfig, run, run_experiment
+from fedlearn_nb.engine import FederatedData, LocalTraining, RunConfig, run, run_experiment
 from fedlearn_nb.algorithms.fccl import FCCLPlus, load_public_images
-from toys import TinyNet, toy_federation
+from toys import TinyNet, crash_and_resume, toy_federation
 
 
 def make():
@@ -16,25 +16,13 @@ def make():
 
 def test_resume_equals_an_uninterrupted_run(tmp_path):
     "Crash after round 2, resume: the same history, consensus and teachers as a run that never stopped."
-    fed, training = toy_federation(), LocalTraining(batch_size=16, lr=0.05)
-
-    def crash(round, record):
-        if round == 2: raise RuntimeError("simulated crash")
-
-    seed_everything(0); full_algorithm = make()
-    full = run_experiment(full_algorithm, fed, TinyNet(), rounds=4, training=training, progress=False)
-    full_previous = [dict(c.state["previous"]) for c in fed]
-    seed_everything(0)
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        run_experiment(make(), fed, TinyNet(), rounds=4, training=training, run_dir=tmp_path, callbacks=[crash], progress=False)
-    assert len(History.load(tmp_path)) == 2
-    resumed_algorithm = make()
-    resumed = run_experiment(resumed_algorithm, fed, TinyNet(), rounds=4, training=training, run_dir=tmp_path, progress=False)
+    full_algorithm, full, full_previous, resumed_algorithm, resumed = crash_and_resume(
+        make, tmp_path, snapshot=lambda fed: [dict(c.state["previous"]) for c in fed])
     assert resumed.same_as(full)
     assert resumed_algorithm.server["consensus_round"] == full_algorithm.server["consensus_round"] == 5
     for key, value in full_algorithm.server["consensus"].items():
         assert torch.equal(resumed_algorithm.server["consensus"][key], value), key
-    for client, previous in zip(fed, full_previous):
+    for client, previous in zip(full_algorithm.data.clients, full_previous):
         for key, value in previous.items(): assert torch.equal(client.state["previous"][key], value), key
 
 

@@ -5,30 +5,18 @@ import torch
 
 from fedlearn_nb.core import seed_everything, torch_generator
 from fedlearn_nb.data import DatasetNotFoundError, load_benchmark
-from fedlearn_nb.engine import FederatedData, History, LocalTraining, RunConfig, run, run_experiment
+from fedlearn_nb.engine import FederatedData, LocalTraining, RunConfig, run, run_experiment
 from fedlearn_nb.algorithms.fpl import FPL, cluster_class_vectors
 from fedlearn_nb.algorithms.fedplvm import FedPLVM
 from fedlearn_nb.algorithms.fedplcc import FedPLCC
 from fedlearn_nb.algorithms.fedpcl import FedPCL, frozen_keys
-from toys import TinyNet, toy_federation
+from toys import TinyNet, crash_and_resume, toy_federation
 
 
 @pytest.mark.parametrize("make", [FPL, lambda: FedPLVM(lambda_=1.0), lambda: FedPLCC(lambda1=1.0)], ids=["fpl", "fedplvm", "fedplcc"])
 def test_resume_restores_the_prototype_bank(tmp_path, make):
     "A run interrupted after round 2 and resumed equals an uninterrupted one: the bank travels in the checkpoint."
-    fed, training = toy_federation(), LocalTraining(batch_size=16, lr=0.05)
-
-    def crash(round, record):
-        if round == 2: raise RuntimeError("simulated crash")
-
-    seed_everything(0); full_algorithm = make()
-    full = run_experiment(full_algorithm, fed, TinyNet(), rounds=4, training=training, progress=False)
-    seed_everything(0)
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        run_experiment(make(), fed, TinyNet(), rounds=4, training=training, run_dir=tmp_path, callbacks=[crash], progress=False)
-    assert len(History.load(tmp_path)) == 2
-    resumed_algorithm = make()
-    resumed = run_experiment(resumed_algorithm, fed, TinyNet(), rounds=4, training=training, run_dir=tmp_path, progress=False)
+    full_algorithm, full, _, resumed_algorithm, resumed = crash_and_resume(make, tmp_path)
     assert resumed.same_as(full)
     for key, value in full_algorithm.server["bank"].items():
         assert torch.equal(resumed_algorithm.server["bank"][key], value), key
