@@ -33,15 +33,15 @@ from .metrics import payload_bytes
 from .partition import split_train_test
 
 # %% auto #0
-__all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPOINT_NAME', 'ALGORITHMS', 'BACKENDS',
-           'derive_seed', 'Client', 'FederatedData', 'FitIns', 'FitRes', 'EvaluateIns', 'EvaluateRes', 'message_bytes',
-           'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices', 'LocalTraining', 'evaluate_model',
-           'extract_features', 'batchnorm_keys', 'Algorithm', 'summarize_evaluation', 'disconnected_clients',
-           'select_clients', 'round_half_up', 'History', 'batching_obstacles', 'batched_loss_step', 'seed_torch',
-           'fit_clients_batched', 'fit_clients', 'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint',
-           'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig',
-           'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder', 'register_backend',
-           'get_backend', 'run']
+__all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPOINT_NAME', 'ALGORITHMS', 'ALGORITHM_ENTRY_POINTS',
+           'BACKENDS', 'derive_seed', 'Client', 'FederatedData', 'FitIns', 'FitRes', 'EvaluateIns', 'EvaluateRes',
+           'message_bytes', 'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices', 'LocalTraining',
+           'evaluate_model', 'extract_features', 'batchnorm_keys', 'Algorithm', 'summarize_evaluation',
+           'disconnected_clients', 'select_clients', 'round_half_up', 'History', 'batching_obstacles',
+           'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients', 'experiment_fingerprint',
+           'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm',
+           'check_options', 'RunConfig', 'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder',
+           'register_backend', 'get_backend', 'run']
 
 # %% ../nbs/10_engine.ipynb #9aaa9e88
 @functools.lru_cache(maxsize=256)
@@ -919,11 +919,18 @@ def register_algorithm(cls: type) -> type:
     ALGORITHMS[cls.name.lower()] = cls
     return cls
 
+ALGORITHM_ENTRY_POINTS = "fedlearn_nb.algorithms"  # the entry-point group through which packages offer algorithms
+
 def _import_all_algorithms() -> None:
-    "Import every module of `fedlearn_nb.algorithms`, so that every registered name is known."
+    "Import every package offered in the `fedlearn_nb.algorithms` entry-point group (ours and any plug-in's), all their modules."
     import pkgutil
-    import fedlearn_nb.algorithms as package
-    for info in pkgutil.iter_modules(package.__path__): importlib.import_module(f"{package.__name__}.{info.name}")
+    from importlib.metadata import entry_points
+    found = entry_points(group=ALGORITHM_ENTRY_POINTS)
+    if not found: raise RuntimeError(f"no package offers algorithms (entry-point group {ALGORITHM_ENTRY_POINTS!r}): "
+                                     "install fedlearn_nb with `pip install -e .` so that its metadata is written")
+    for entry in found:
+        package = importlib.import_module(entry.value)
+        for info in pkgutil.iter_modules(getattr(package, "__path__", [])): importlib.import_module(f"{package.__name__}.{info.name}")
 
 def get_algorithm(name: str) -> type:
     "The algorithm class registered as `name`, importing its module on first use."
