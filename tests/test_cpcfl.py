@@ -5,7 +5,7 @@ import torch
 
 from fedlearn_nb.data import DatasetNotFoundError, load_dataset
 from fedlearn_nb.engine import LocalTraining, RunConfig, get_algorithm, run
-from fedlearn_nb.ssl import PretrainConfig, load_encoder, pretrained_encoder
+from fedlearn_nb.selfsupervised import PretrainConfig, load_encoder, pretrained_encoder
 from fedlearn_nb.algorithms.cpcfl import CPCFL, grouped_federation, run_method
 from fedlearn_nb.algorithms.ifca import IFCA, cluster_identities
 

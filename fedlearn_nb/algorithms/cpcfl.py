@@ -20,7 +20,7 @@ from ..engine import (Client, FederatedData, History, LocalTraining, derive_seed
 from .ifca import IFCA
 from ..models import build_model
 from ..partition import GroupedPartition, partition_grouped_label_sets
-from ..ssl import save_encoder, to_encoder_input
+from ..selfsupervised import save_encoder, to_encoder_input
 
 # %% auto #0
 __all__ = ['CPCFL_METHODS', 'CPCFL', 'grouped_federation', 'pooled_federation', 'MethodSpec', 'method_spec', 'make_algorithm',
@@ -100,7 +100,7 @@ def make_algorithm(method: str, num_clusters: int = 3, exploration_rounds: int =
     spec = method_spec(method)
     if spec.pretraining is not None and encoder_path is None:
         raise ValueError(f"{spec.label} starts from a pre-trained encoder ({spec.pretraining}); pass encoder_path= "
-                         "(see fedlearn_nb.ssl.pretrained_encoder, or save_encoder for a FedAvg encoder)")
+                         "(see fedlearn_nb.selfsupervised.pretrained_encoder, or save_encoder for a FedAvg encoder)")
     if spec.pretraining is None and encoder_path is not None:
         raise ValueError(f"{spec.label} starts from random weights; do not pass encoder_path")
     settings = dict(num_clusters=1 if spec.single_model else num_clusters, exploration_rounds=exploration_rounds if spec.explore else 0,

@@ -65,7 +65,7 @@ def batches_per_epoch(num_examples: int, batch_size: int) -> int:
 
 def load_encoder_into(model: nn.Module, path: str | Path) -> nn.Module:
     "Load the encoder saved at `path` (pre-training chapter's `save_encoder`) into `model.features`."
-    from fedlearn_nb.ssl import load_encoder
+    from fedlearn_nb.selfsupervised import load_encoder
     state = load_encoder(path)["encoder"]
     try: model.features.load_state_dict(state)
     except RuntimeError as error:
