@@ -1,4 +1,4 @@
-"""Contrastive and prototype losses: FedCCL's clustered-signal contrasts, FedPLCC's weighted contrast and top-ϕ pull, and the baselines' terms (FPL, FedPLVM, FedProto, FedProc, FedCRL).
+"""Contrastive and prototype losses: FedCCL's clustered-signal contrasts, FedPLCC's weighted contrast and top-ϕ pull, CCFC's cluster contrast and model-contrastive regulariser, the self-supervised losses (SimCLR, BYOL, SimSiam), and the baselines' terms (FPL, FedPLVM, FedProto, FedProc, FedCRL).
 
 Docs: https://fedlearn-nb.github.io/fedlearn_nb/losses.html.md"""
 
@@ -16,7 +16,8 @@ import torch.nn.functional as F
 __all__ = ['cosine_similarities', 'infonce_from_scores', 'multi_positive_infonce', 'alpha_sparsity', 'average_per_class',
            'fedplvm_alpha_sparsity_contrast', 'fedplvm_correction', 'fedplvm_alpha_sparsity_loss',
            'normalize_weights_per_class', 'fedplcc_weighted_contrast', 'fedplcc_top_phi_pull', 'prototype_l2_pull',
-           'unbiased_prototype_mse', 'fedproc_prototype_contrast']
+           'unbiased_prototype_mse', 'fedproc_prototype_contrast', 'negative_cosine', 'cluster_contrastive_loss',
+           'simsiam_loss', 'ccfc_model_contrastive_loss', 'nt_xent_loss', 'byol_loss']
 
 # %% ../nbs/06_losses.ipynb #b9a1fda0
 _REDUCTIONS = ("mean", "sum", "none")
@@ -226,3 +227,84 @@ def fedproc_prototype_contrast(features: torch.Tensor, labels: torch.Tensor, pro
                                prototype_labels: torch.Tensor, tau: float = 1.0, reduction: str = "mean") -> torch.Tensor:
     "FedProc's prototypical contrast: softmax cross-entropy over cosines to the class prototypes (τ = 1: none)."
     return multi_positive_infonce(features, labels, prototypes, prototype_labels, tau=tau, reduction=reduction)
+
+# %% ../nbs/06_losses.ipynb #f6715019
+def _check_pair(predictions: torch.Tensor, targets: torch.Tensor, what: str = "targets"):
+    "Both must be (B, D) float tensors of one shape."
+    for name, value in (("predictions", predictions), (what, targets)):
+        if not isinstance(value, torch.Tensor) or value.ndim != 2:
+            shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise ValueError(f"{name} must be a (B, D) tensor, got {shape}; flatten with .flatten(1)")
+        if not torch.is_floating_point(value): raise TypeError(f"{name} must be a float tensor, got {value.dtype}; use .float()")
+    if predictions.shape != targets.shape:
+        raise ValueError(f"predictions {tuple(predictions.shape)} and {what} {tuple(targets.shape)} must have the same shape "
+                         "(the predictor's output width must equal the latent width)")
+
+def _check_labels(labels, size: int, device) -> torch.Tensor:
+    labels = torch.as_tensor(labels, device=device)
+    if labels.ndim != 1 or len(labels) != size:
+        raise ValueError(f"labels must be a (B,) tensor with B = {size} (one cluster id per row), got shape {tuple(labels.shape)}")
+    if torch.is_floating_point(labels) or labels.dtype == torch.bool:
+        raise TypeError(f"labels must be integer cluster ids, got {labels.dtype}; use labels.long()")
+    return labels.long()
+
+def negative_cosine(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    "SimSiam's $D(p, z) = -\\cos(p, \\mathrm{sg}(z))$ per row: (B, D), (B, D) -> (B,); no gradient reaches `targets`."
+    _check_pair(predictions, targets)
+    return -F.cosine_similarity(predictions, targets.detach(), dim=1, eps=1e-8)
+
+# %% ../nbs/06_losses.ipynb #57eb998b
+def cluster_contrastive_loss(predictions: torch.Tensor, latents: torch.Tensor, labels: torch.Tensor,
+                             self_pairs: bool = False, reduction: str = "mean") -> torch.Tensor:
+    "CCFC Eqs. 1-2 on a batch: -mean cos(p_i, sg(z_j)) over same-cluster pairs, each cluster (with a pair) weighing equally."
+    _check_pair(predictions, latents, "latents")
+    if reduction not in ("mean", "none"): raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
+    labels = _check_labels(labels, len(predictions), predictions.device)
+    similarity = F.normalize(predictions, dim=1) @ F.normalize(latents.detach(), dim=1).T  # (B, B) cos(p_i, sg(z_j))
+    same = labels[:, None] == labels[None, :]                                            # (B, B)
+    clusters, inverse, sizes = torch.unique(labels, return_inverse=True, return_counts=True)
+    has_pair = sizes[inverse] >= 2                                                        # (B,) n_c >= 2
+    if not self_pairs: same = same & ~torch.eye(len(labels), dtype=torch.bool, device=labels.device)
+    partners = same.sum(1).clamp_min(1)                                                  # (B,) n_c - 1 (or n_c)
+    per_sample = -(similarity * same).sum(1) / partners                                  # (B,) Eq. 1
+    per_sample = torch.where(has_pair, per_sample, torch.zeros_like(per_sample))
+    if reduction == "none": return per_sample
+    per_cluster = torch.zeros(len(clusters), dtype=per_sample.dtype, device=per_sample.device).index_add_(0, inverse, per_sample)
+    per_cluster = per_cluster / sizes                                                    # (C,) mean over the cluster
+    paired = sizes >= 2
+    if not paired.any(): return predictions.sum() * 0                                    # no pair: a zero in the graph
+    return per_cluster[paired].mean()                                                    # Eq. 2: 1/k over clusters
+
+# %% ../nbs/06_losses.ipynb #b66a7cf0
+def simsiam_loss(predictions_1: torch.Tensor, predictions_2: torch.Tensor, latents_1: torch.Tensor,
+                 latents_2: torch.Tensor) -> torch.Tensor:
+    "SimSiam's symmetric loss: mean of D(p1, sg(z2))/2 + D(p2, sg(z1))/2 over the batch (SCFC; CP-CFL Eq. 12)."
+    return 0.5 * negative_cosine(predictions_1, latents_2).mean() + 0.5 * negative_cosine(predictions_2, latents_1).mean()
+
+# %% ../nbs/06_losses.ipynb #f662ac90
+def ccfc_model_contrastive_loss(predictions: torch.Tensor, global_predictions: torch.Tensor,
+                           labels: torch.Tensor | None = None) -> torch.Tensor:
+    "CCFC Eqs. 4-5 without λ: mean of -cos(p^l, sg(p^g)), per cluster then over clusters (Eq. 4) or over the batch (no labels)."
+    per_sample = negative_cosine(predictions, global_predictions)                    # (B,) Eq. 5
+    if labels is None: return per_sample.mean()
+    labels = _check_labels(labels, len(predictions), predictions.device)
+    clusters, inverse, sizes = torch.unique(labels, return_inverse=True, return_counts=True)
+    per_cluster = torch.zeros(len(clusters), dtype=per_sample.dtype, device=per_sample.device).index_add_(0, inverse, per_sample)
+    return (per_cluster / sizes).mean()                                               # Eq. 4: (1/k) sum_c mean_i
+
+# %% ../nbs/06_losses.ipynb #490f2965
+def nt_xent_loss(z_i: torch.Tensor, z_j: torch.Tensor, tau: float = 0.1) -> torch.Tensor:
+    "SimCLR's NT-Xent (CP-CFL Eq. 8) for two views' projections (B, D), (B, D): the mean over the 2B anchors."
+    if z_i.shape != z_j.shape or z_i.ndim != 2: raise ValueError(f"z_i and z_j must both be (B, D), got {tuple(z_i.shape)} and {tuple(z_j.shape)}")
+    if tau <= 0: raise ValueError(f"tau must be positive, got {tau}")
+    batch = len(z_i)
+    if batch < 2: raise ValueError("NT-Xent needs at least 2 images per batch (the other images are the negatives)")
+    z = F.normalize(torch.cat([z_i, z_j]), dim=1)                                 # (2B, D)
+    scores = (z @ z.T) / tau                                                       # (2B, 2B) Sim / tau
+    scores = scores.masked_fill(torch.eye(2 * batch, dtype=torch.bool, device=z.device), float("-inf"))  # i' != i
+    positives = torch.cat([torch.arange(batch, 2 * batch), torch.arange(batch)]).to(z.device)
+    return F.cross_entropy(scores, positives)
+
+def byol_loss(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    "BYOL's $2 - 2\\,\\mathrm{Sim}(p, z')$ (CP-CFL Eq. 9), mean over the batch; no gradient reaches `targets`."
+    return (2 - 2 * F.cosine_similarity(predictions, targets.detach(), dim=1)).mean()

@@ -1,4 +1,4 @@
-"""CP-CFL's first stage: pre-train an encoder on unlabelled data with SimCLR, BYOL or SimSiam (or, for comparison, with labels), on the server, once; a batched SimCLR augmentation for 96x96 inputs; linear evaluation; the relevance score; and a cache of pre-trained encoders keyed by their configuration.
+"""CP-CFL's first stage: pre-train an encoder on unlabelled data with SimCLR, BYOL or SimSiam (or, for comparison, with labels), on the server, once; a batched SimCLR augmentation for 96x96 inputs and CCFC's views; linear evaluation; the relevance score; and a cache of pre-trained encoders keyed by their configuration.
 
 Docs: https://fedlearn-nb.github.io/fedlearn_nb/ssl.html.md"""
 
@@ -24,14 +24,15 @@ import torch.nn.functional as F
 from torchvision.transforms import v2
 
 from .core import atomic_write_bytes, choose_device, load_settings, run_metadata, torch_generator
+from .losses import byol_loss, nt_xent_loss, simsiam_loss
 from .models import CPCFL_ENCODERS, build_model
 
 # %% auto #0
 __all__ = ['PRETRAIN_METHODS', 'to_encoder_input', 'grayscale', 'adjust_brightness', 'adjust_contrast', 'adjust_saturation',
            'rgb_to_hsv', 'hsv_to_rgb', 'adjust_hue', 'sample_crop_boxes', 'resized_crops', 'SimCLRAugment',
-           'nt_xent_loss', 'byol_loss', 'simsiam_loss', 'ema_update', 'PretrainConfig', 'PretrainResult',
-           'images_fingerprint', 'build_pretrain_model', 'pretrain_encoder', 'encode', 'linear_evaluation',
-           'relevance_score', 'encoder_cache_dir', 'save_encoder', 'load_encoder', 'pretrained_encoder']
+           'augmented_view', 'ema_update', 'PretrainConfig', 'PretrainResult', 'images_fingerprint',
+           'build_pretrain_model', 'pretrain_encoder', 'encode', 'linear_evaluation', 'relevance_score',
+           'encoder_cache_dir', 'save_encoder', 'load_encoder', 'pretrained_encoder']
 
 # %% ../nbs/50_ssl.ipynb #28c2c040
 def to_encoder_input(images: torch.Tensor, image_size: int, channels: int = 3, batch_size: int = 2048) -> torch.Tensor:
@@ -187,27 +188,47 @@ class SimCLRAugment:
             out = torch.where(grey.view(-1, 1, 1, 1), grayscale(out).expand(-1, 3, -1, -1), out)
         return out.contiguous()
 
-# %% ../nbs/50_ssl.ipynb #9010a12c
-def nt_xent_loss(z_i: torch.Tensor, z_j: torch.Tensor, tau: float = 0.1) -> torch.Tensor:
-    "SimCLR's NT-Xent (CP-CFL Eq. 8) for two views' projections (B, D), (B, D): the mean over the 2B anchors."
-    if z_i.shape != z_j.shape or z_i.ndim != 2: raise ValueError(f"z_i and z_j must both be (B, D), got {tuple(z_i.shape)} and {tuple(z_j.shape)}")
-    if tau <= 0: raise ValueError(f"tau must be positive, got {tau}")
-    batch = len(z_i)
-    if batch < 2: raise ValueError("NT-Xent needs at least 2 images per batch (the other images are the negatives)")
-    z = F.normalize(torch.cat([z_i, z_j]), dim=1)                                 # (2B, D)
-    scores = (z @ z.T) / tau                                                       # (2B, 2B) Sim / tau
-    scores = scores.masked_fill(torch.eye(2 * batch, dtype=torch.bool, device=z.device), float("-inf"))  # i' != i
-    positives = torch.cat([torch.arange(batch, 2 * batch), torch.arange(batch)]).to(z.device)
-    return F.cross_entropy(scores, positives)
+# %% ../nbs/50_ssl.ipynb #c9f1d46b
+def _blur(images: torch.Tensor, sigmas: torch.Tensor, max_sigma: float) -> torch.Tensor:
+    "Depthwise Gaussian blur with one sigma per image (sigma 0: unchanged): (B, C, H, W)."
+    batch, channels, height, width = images.shape
+    radius = min(math.ceil(3 * max_sigma), (min(height, width) - 1) // 2)
+    if radius < 1: return images
+    offsets = torch.arange(-radius, radius + 1, device=images.device, dtype=images.dtype)      # (K,)
+    sigmas = sigmas.to(images.device, images.dtype)
+    kernels = torch.exp(-offsets[None, :] ** 2 / (2 * sigmas.clamp_min(1e-6)[:, None] ** 2))   # (B, K)
+    kernels = torch.where(sigmas[:, None] > 0, kernels, (offsets == 0).to(images.dtype)[None, :])
+    kernels = (kernels / kernels.sum(1, keepdim=True)).repeat_interleave(channels, 0)           # (B*C, K)
+    flat = images.reshape(1, batch * channels, height, width)
+    flat = F.conv2d(F.pad(flat, (radius, radius, 0, 0), mode="reflect"), kernels[:, None, None, :], groups=batch * channels)
+    flat = F.conv2d(F.pad(flat, (0, 0, radius, radius), mode="reflect"), kernels[:, None, :, None], groups=batch * channels)
+    return flat.reshape(batch, channels, height, width)
 
-def byol_loss(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    "BYOL's $2 - 2\\,\\mathrm{Sim}(p, z')$ (CP-CFL Eq. 9), mean over the batch; no gradient reaches `targets`."
-    return (2 - 2 * F.cosine_similarity(predictions, targets.detach(), dim=1)).mean()
+def augmented_view(images: torch.Tensor, generator: torch.Generator, scale: tuple[float, float] = (0.5, 1.0),
+                   ratio: tuple[float, float] = (3 / 4, 4 / 3), degrees: float = 10.0, blur_probability: float = 0.5,
+                   blur_sigma: tuple[float, float] = (0.1, 2.0)) -> torch.Tensor:
+    "One random view per image, as the CCFC code's pre-training: resized crop, rotation, sometimes a Gaussian blur."
+    if images.ndim != 4: raise ValueError(f"images must be (B, C, H, W), got shape {tuple(images.shape)}")
+    if not 0 < scale[0] <= scale[1] <= 1: raise ValueError(f"scale must satisfy 0 < low <= high <= 1, got {scale}")
+    if not 0 <= blur_probability <= 1: raise ValueError(f"blur_probability must be in [0, 1], got {blur_probability}")
+    batch = len(images)
+    uniform = lambda low, high: low + (high - low) * torch.rand(batch, generator=generator, dtype=torch.float64)
+    area = uniform(*scale)
+    aspect = torch.exp(uniform(math.log(ratio[0]), math.log(ratio[1])))
+    width, height = (area * aspect).sqrt().clamp(max=1), (area / aspect).sqrt().clamp(max=1)  # shares of the image
+    centre_x, centre_y = uniform(-1, 1) * (1 - width), uniform(-1, 1) * (1 - height)           # crop inside the image
+    angle = uniform(-degrees, degrees) * math.pi / 180
+    blurred = torch.rand(batch, generator=generator, dtype=torch.float64) < blur_probability
+    sigma = torch.where(blurred, uniform(*blur_sigma), torch.zeros(batch, dtype=torch.float64))
+    cos, sin = angle.cos(), angle.sin()
+    theta = torch.stack([torch.stack([width * cos, -width * sin, centre_x], 1),
+                         torch.stack([height * sin, height * cos, centre_y], 1)], 1)               # (B, 2, 3)
+    theta = theta.to(images.device, images.dtype)
+    grid = F.affine_grid(theta, list(images.shape), align_corners=False)
+    view = F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    return _blur(view, sigma, blur_sigma[1]) if blurred.any() else view
 
-def simsiam_loss(predictions: torch.Tensor, projections: torch.Tensor) -> torch.Tensor:
-    "SimSiam's $-\\mathrm{Sim}(p, \\mathrm{sg}(z))$ (CP-CFL Eq. 12), mean over the batch."
-    return -F.cosine_similarity(predictions, projections.detach(), dim=1).mean()
-
+# %% ../nbs/50_ssl.ipynb #9d950dc8
 @torch.no_grad()
 def ema_update(target: nn.Module, online: nn.Module, beta: float = 0.9) -> None:
     "BYOL's target update $\\theta' \\leftarrow \\beta\\theta' + (1-\\beta)\\theta$ on every parameter (CP-CFL Eqs. 10-11)."
@@ -301,7 +322,7 @@ def _pretrain_step_loss(model: nn.Module, target: nn.Module | None, view_1: torc
     if config.method == "supervised": return F.cross_entropy(model(view_1), labels)
     z_1, z_2 = model(view_1), model(view_2)                    # projections (B, P)
     p_1, p_2 = model.predictor(z_1), model.predictor(z_2)      # predictions (B, P)
-    if config.method == "simsiam": return 0.5 * simsiam_loss(p_1, z_2) + 0.5 * simsiam_loss(p_2, z_1)
+    if config.method == "simsiam": return simsiam_loss(p_1, p_2, z_1, z_2)
     with torch.no_grad(): t_1, t_2 = target(view_1), target(view_2)
     return byol_loss(p_1, t_2) + byol_loss(p_2, t_1)
 

@@ -19,8 +19,8 @@ import torch.nn as nn
 from ..engine import (Client, EvaluateIns, FitIns, FitRes, LocalTraining, get_parameters, register_algorithm)
 from ..models import SplitModel
 from .federated_clustering import FederatedClustering, kmeans
-from .ccfc_losses import (augmented_view, cluster_contrastive_loss, model_contrastive_loss,
-                                               simsiam_loss)
+from ..losses import ccfc_model_contrastive_loss, cluster_contrastive_loss, simsiam_loss
+from ..selfsupervised import augmented_view
 
 # %% auto #0
 __all__ = ['CONTRASTS', 'REGULARISER_WEIGHTINGS', 'CCFC', 'SCFC', 'ccfc_mlp', 'ccfc_cnn3']
@@ -151,7 +151,7 @@ class CCFC(FederatedClustering):
             if frozen is not None:
                 with torch.no_grad(): global_predictions = frozen(x)                     # p^g, Eq. 7
                 weighting = y if self.regulariser_weighting == "cluster" else None
-                loss = loss + self.lam * model_contrastive_loss(predictions, global_predictions, weighting)
+                loss = loss + self.lam * ccfc_model_contrastive_loss(predictions, global_predictions, weighting)
             return loss
         view_1, view_2 = self.view(x, context["views"]), self.view(x, context["views"])
         latents_1, latents_2 = model.features(view_1), model.features(view_2)
@@ -159,7 +159,7 @@ class CCFC(FederatedClustering):
         loss = simsiam_loss(predictions_1, predictions_2, latents_1, latents_2)
         if frozen is not None:
             with torch.no_grad(): global_1, global_2 = frozen(view_1), frozen(view_2)
-            loss = loss + self.lam * 0.5 * (model_contrastive_loss(predictions_1, global_1) + model_contrastive_loss(predictions_2, global_2))
+            loss = loss + self.lam * 0.5 * (ccfc_model_contrastive_loss(predictions_1, global_1) + ccfc_model_contrastive_loss(predictions_2, global_2))
         return loss
 
     def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
