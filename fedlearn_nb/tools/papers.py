@@ -25,7 +25,7 @@ from ..reporting import compare_with_paper
 
 # %% auto #0
 __all__ = ['DATA_NOT_AVAILABLE', 'parse_list', 'parse_seeds', 'parse_count', 'skip_reason', 'slug', 'config_digest', 'run_name',
-           'PaperRuns', 'seed_mean_std', 'entry_note', 'beside_paper']
+           'file_label', 'PaperRuns', 'seed_mean_std', 'entry_note', 'beside_paper']
 
 # %% ../../nbs/95_papers.ipynb #289fc7ea
 def _name_key(name: str) -> str: return re.sub(r"[-_\s]", "", str(name).lower())
@@ -36,6 +36,7 @@ def parse_list(value: str | None, valid: Sequence[str], what: str) -> list[str]:
     lookup = {_name_key(v): v for v in valid}
     chosen = [v.strip() for v in str(value).split(",") if v.strip()]
     unknown = [v for v in chosen if _name_key(v) not in lookup]
+    if not chosen: raise ValueError(f"no {what} in {value!r}; valid: {', '.join(map(str, valid))}")
     if unknown: raise ValueError(f"unknown {what} {unknown}; valid: {', '.join(map(str, valid))}")
     return [lookup[_name_key(v)] for v in chosen]
 
@@ -78,6 +79,10 @@ def run_name(prefix: str, label: str, seed: int, parts: Any) -> str:
     "A run folder's name: `prefix`, the method's `label` as a slug, the seed and the digest of `parts`."
     return f"{prefix}-{slug(label)}-seed{seed}-{config_digest(parts)}"
 
+def file_label(label: str) -> str:
+    "A method's label in a file name: kept as written but for runs of characters other than letters, digits and _.=+- (one dash)."
+    return re.sub(r"[^A-Za-z0-9_.=+-]+", "-", str(label)).strip("-")
+
 # %% ../../nbs/95_papers.ipynb #3be4d581
 class PaperRuns:
     "A notebook's runs by key: each runs once through `run(config)`, resuming its folder; its history is kept, timed and written."
@@ -116,14 +121,13 @@ def entry_note(notes: Mapping, row: Hashable, column: Hashable) -> str:
 
 def beside_paper(ours, paper, rows: Sequence, columns: Sequence, *, std: Mapping | None = None, notes: Mapping | None = None,
                  seeds: int = 1, scale: float = 1.0, decimals: int | None = 2) -> pd.DataFrame:
-    "Every (row, column) in this order: ours (times `scale`), paper, difference, ours_std (times `scale`), seeds and note."
+    "Every (row, column) in this order: ours (times `scale`), paper, difference, ours_std (`std`, as given), seeds and note."
     ours = ours if isinstance(ours, pd.DataFrame) or any(ours.values()) else {"": {"": np.nan}}   # nothing of ours yet
     paper = paper if isinstance(paper, pd.DataFrame) or len(paper) else {"": {"": np.nan}}
     frame = compare_with_paper(ours, paper, scale=scale, decimals=decimals)
     frame = frame.reindex(pd.MultiIndex.from_product([list(rows), list(columns)], names=["row", "column"]))
     std, notes = std or {}, notes or {}
-    spread = [scale * std.get(r, {}).get(c, np.nan) if not pd.isna(frame.loc[(r, c), "ours"]) else np.nan for r, c in frame.index]
-    frame["ours_std"] = np.round(spread, decimals) if decimals is not None else spread
+    frame["ours_std"] = [std.get(r, {}).get(c, np.nan) if not pd.isna(frame.loc[(r, c), "ours"]) else np.nan for r, c in frame.index]
     frame["seeds"] = seeds
     frame["note"] = [entry_note(notes, r, c) for r, c in frame.index]
     return frame.reset_index()
