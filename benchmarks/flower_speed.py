@@ -49,7 +49,7 @@ def measure(backend: str, clients: int, rounds: int, workers: int, workload: dic
         config = config_for(clients, rounds, folder, workload)
         if backend == "inprocess": history = run(config, resume=False, progress=False)
         else:
-            from fedlearn_nb.flower import run_on_flower, simulation_backend_config
+            from fedlearn_nb.tools.flower import run_on_flower, simulation_backend_config
             history = run_on_flower(config, resume=False, progress=False, backend_config=simulation_backend_config(workers))
     total = time.perf_counter() - began
     return {"seconds": history.seconds, "total": total, "accuracy": history[-1]["accuracy_weighted"]}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from fedlearn_nb.docs import build_site, make_example_project, read_sidebar, write_notebook
+from fedlearn_nb.tools.docs import build_site, make_example_project, read_sidebar, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def test_a_chapter_that_fails_to_execute_still_gets_its_page(tmp_path):
 
 
 def test_command_line_help_and_errors(tmp_path):
-    run = lambda *args: subprocess.run([sys.executable, "-m", "fedlearn_nb.docs", *args], capture_output=True, text=True,
+    run = lambda *args: subprocess.run([sys.executable, "-m", "fedlearn_nb.tools.docs", *args], capture_output=True, text=True,
                                        timeout=300, cwd=tmp_path)
     help_text = run("--help")
     assert help_text.returncode == 0 and "--execute-only" in help_text.stdout and "_quarto.yml" in help_text.stdout
@@ -55,20 +55,20 @@ def test_the_projects_sidebar_has_the_agreed_sections():
 def test_the_command_shows_progress_and_no_kernel_warning(tmp_path):
     "fedlearn-docs: a progress bar over executions and pages, and no 'running over TCP without encryption' from the kernels."
     project = make_example_project(tmp_path / "demo")
-    result = subprocess.run([sys.executable, "-m", "fedlearn_nb.docs", "--path", str(project), "--dest", str(tmp_path / "site")],
+    result = subprocess.run([sys.executable, "-m", "fedlearn_nb.tools.docs", "--path", str(project), "--dest", str(tmp_path / "site")],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "executing chapters: 100%" in result.stderr and "2/2" in result.stderr   # both chapters of the example executed
     assert "building pages: 100%" in result.stderr
     assert "without encryption" not in result.stderr + result.stdout and "IPKernelApp" not in result.stderr
-    quiet = subprocess.run([sys.executable, "-m", "fedlearn_nb.docs", "--path", str(project), "--dest", str(tmp_path / "site"),
+    quiet = subprocess.run([sys.executable, "-m", "fedlearn_nb.tools.docs", "--path", str(project), "--dest", str(tmp_path / "site"),
                             "--no-progress"], capture_output=True, text=True, timeout=600)
     assert quiet.returncode == 0 and "building pages" not in quiet.stderr
 
 
 def test_the_site_ships_its_math_renderer(tmp_path):
     "Pages load MathJax from the site itself (a copy of the installed bundle), never from another host."
-    from fedlearn_nb.docs import MATHJAX_FILE, mathjax_bundle
+    from fedlearn_nb.tools.docs import MATHJAX_FILE, mathjax_bundle
     project = make_example_project(tmp_path / "demo")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

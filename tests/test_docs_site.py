@@ -1,6 +1,6 @@
 """The documentation site, built and opened in headless Chromium.
 
-Builds the project's site with the no-Quarto builder (`python -m fedlearn_nb.docs`), serves it on 127.0.0.1 and
+Builds the project's site with the no-Quarto builder (`python -m fedlearn_nb.tools.docs`), serves it on 127.0.0.1 and
 drives Debian's `chromium` through the Chrome DevTools Protocol: the home page loads, every sidebar link resolves,
 an executed chapter's figures are loaded images, a displayed equation is typeset by the MathJax the site ships
 (the browser reaches no other host), every link resolves, and a screenshot is saved (also into $FEDLEARN_SCREENSHOT_DIR when set). Skips when chromium is not installed
@@ -178,7 +178,7 @@ def project_site(tmp_path_factory):
     dest = tmp_path_factory.mktemp("docs") / "site"
     execute = FIGURE_CHAPTER if (ROOT / "nbs" / f"{FIGURE_CHAPTER}.ipynb").exists() else "-none-"
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "fedlearn_nb.docs", "--path", str(ROOT), "--dest", str(dest),
+    result = subprocess.run([sys.executable, "-m", "fedlearn_nb.tools.docs", "--path", str(ROOT), "--dest", str(dest),
                              "--execute-only", execute], capture_output=True, text=True, timeout=900)
     seconds = time.perf_counter() - start
     assert result.returncode == 0, f"the site build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
@@ -187,7 +187,7 @@ def project_site(tmp_path_factory):
 
 
 def test_project_site_in_chromium(project_site, serve, browser, tmp_path):
-    from fedlearn_nb.docs import read_sidebar, site_path
+    from fedlearn_nb.tools.docs import read_sidebar, site_path
     site, report = project_site
     base = serve(site)
     failed = [p for p in report["pages"] if p["executed"] == "failed"]
@@ -250,7 +250,7 @@ def test_project_site_in_chromium(project_site, serve, browser, tmp_path):
     _keep_screenshot(screenshot)
 
     # every link of the site leads somewhere (and has text), nothing is loaded from another host
-    from fedlearn_nb.docs import check_site_links
+    from fedlearn_nb.tools.docs import check_site_links
     problems = check_site_links(site)
     assert problems == [], f"{len(problems)} link problems, e.g.\n" + "\n".join(problems[:20])
 
@@ -265,7 +265,7 @@ def test_project_site_in_chromium(project_site, serve, browser, tmp_path):
 # ---------------------------------------------------------------- the example project: figures, papers, results
 @pytest.fixture(scope="module")
 def example_site(tmp_path_factory):
-    from fedlearn_nb.docs import build_site, make_example_project
+    from fedlearn_nb.tools.docs import build_site, make_example_project
     folder = tmp_path_factory.mktemp("example")
     project = make_example_project(folder / "demo")
     report = build_site(project, folder / "site", execute=True)

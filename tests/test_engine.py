@@ -122,7 +122,7 @@ def test_fedavg_learns_on_synthetic_images(tmp_path, federation):
 def test_fedavg_learns_on_the_embedded_digits(tmp_path):
     "The main job's FedAvg configuration on digits5lite (embedded, offline) is well above chance after 4 rounds."
     data = pytest.importorskip("fedlearn_nb.data", reason="fedlearn_nb.data (the data chapter) is not exported yet")
-    from fedlearn_nb.main import main_config
+    from fedlearn_nb.tools.main import main_config
     torch.set_num_threads(1)
     history = run(main_config("fedavg", rounds=4, results_dir=tmp_path, device="cpu"), progress=False)
     summary = history.summary()

@@ -41,7 +41,7 @@ SPECIAL = {
 
 def golden_config(name: str, results_dir: str):
     "The recorded run of algorithm `name`: the main job's set-up, 2 rounds of 3 local steps, seed 0."
-    from fedlearn_nb.main import main_config
+    from fedlearn_nb.tools.main import main_config
     special = SPECIAL.get(name, {})
     config = main_config(name, rounds=2, seed=0, results_dir=results_dir, local_steps=3, **{k: v for k, v in special.items() if k != "algorithm_kwargs"})
     config.algorithm_kwargs.update(special.get("algorithm_kwargs", {}))

@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fedlearn_nb.docs import build_site, check_markdown_links, check_site_links, make_example_project
+from fedlearn_nb.tools.docs import build_site, check_markdown_links, check_site_links, make_example_project
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ def test_the_example_site_links_resolve(tmp_path):
 
 def test_the_project_site_links_resolve(tmp_path):
     "The project's site (chapters with their committed outputs, papers, API reference): no dead or empty link."
-    result = subprocess.run([sys.executable, "-m", "fedlearn_nb.docs", "--path", str(ROOT), "--dest", str(tmp_path / "site"),
+    result = subprocess.run([sys.executable, "-m", "fedlearn_nb.tools.docs", "--path", str(ROOT), "--dest", str(tmp_path / "site"),
                              "--no-execute", "--no-progress"], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     problems = check_site_links(tmp_path / "site")

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("papermill")
-from fedlearn_nb.runner import PAPERS, main, paper_specs, read_tables, reproduction_status
+from fedlearn_nb.tools.runner import PAPERS, main, paper_specs, read_tables, reproduction_status
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "papers" / "benchmark.ipynb"

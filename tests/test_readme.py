@@ -2,7 +2,7 @@
 import re
 from pathlib import Path
 
-from fedlearn_nb.docs import project_readme
+from fedlearn_nb.tools.docs import project_readme
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"End-to-end tests of the paper runner (`fedlearn-repro`, fedlearn_nb.runner) on tiny generated notebooks and the real ones."
+"End-to-end tests of the paper runner (`fedlearn-repro`, fedlearn_nb.tools.runner) on tiny generated notebooks and the real ones."
 import json
 import os
 import subprocess
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from fedlearn_nb import runner
-from fedlearn_nb.runner import (PAPERS, SCALES, discover_papers, main, notebook_parameters, notebook_scales,
+from fedlearn_nb.tools.runner import (PAPERS, SCALES, discover_papers, main, notebook_parameters, notebook_scales,
                                 publish_run, read_tables, write_example_paper)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,7 +124,7 @@ def test_resume_reuses_the_newest_folder_and_publish_copies_the_tables(papers, t
 
 
 def test_module_entry_point_lists_the_papers(papers):
-    result = subprocess.run([sys.executable, "-m", "fedlearn_nb.runner", "--papers-dir", str(papers), "list"],
+    result = subprocess.run([sys.executable, "-m", "fedlearn_nb.tools.runner", "--papers-dir", str(papers), "list"],
                             capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert "example: Example paper" in result.stdout and "seeds" in result.stdout
@@ -156,7 +156,7 @@ def test_registry_agrees_with_the_paper_notebook(paper):
 
 def test_every_paper_notebook_is_in_the_registry():
     unknown = sorted(set(REAL) - set(PAPERS))
-    assert not unknown, f"add {unknown} to fedlearn_nb.runner.PAPERS (data per scale and its tables)"
+    assert not unknown, f"add {unknown} to fedlearn_nb.tools.runner.PAPERS (data per scale and its tables)"
 
 
 # the cheapest real paper at smoke scale, with the parameters that keep it to about a minute on 2 CPU cores
@@ -182,7 +182,7 @@ def test_jupyter_can_execute_the_cli_chapters(tmp_path):
     "The chapters whose last cell defines the `python -m` entry point run top to bottom in a kernel (main() used to parse the kernel's argv)."
     import nbformat
     from nbclient import NotebookClient
-    for name in ("16_main.ipynb", "91_runner.ipynb"):
+    for name in ("94_main.ipynb", "91_runner.ipynb"):
         nb = nbformat.read(ROOT / "nbs" / name, as_version=4)
         last = [c for c in nb.cells if c.cell_type == "code" and "__main__" in c.source]
         assert last, name
