@@ -30,179 +30,18 @@ from tqdm.auto import tqdm
 from .core import (atomic_write_bytes, atomic_write_csv, atomic_write_json, check_keywords, choose_device,
                               load_settings, read_json, remove_temporaries, run_metadata, seed_everything, torch_generator)
 from .metrics import payload_bytes
-from .partition import split_train_test
+from .federation import Client, FederatedData, build_federation, derive_seed
 
 # %% auto #0
 __all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPOINT_NAME', 'ALGORITHMS', 'ALGORITHM_ENTRY_POINTS',
-           'BACKENDS', 'derive_seed', 'Client', 'FederatedData', 'FitIns', 'FitRes', 'EvaluateIns', 'EvaluateRes',
-           'message_bytes', 'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices', 'LocalTraining',
-           'evaluate_model', 'extract_features', 'batchnorm_keys', 'Algorithm', 'summarize_evaluation',
-           'disconnected_clients', 'select_clients', 'round_half_up', 'History', 'batching_obstacles',
-           'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients', 'experiment_fingerprint',
-           'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm',
-           'check_options', 'RunConfig', 'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder',
-           'register_backend', 'get_backend', 'run']
-
-# %% ../nbs/10_engine.ipynb #9aaa9e88
-@functools.lru_cache(maxsize=256)
-def _text_to_int(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-
-def _key_to_int(key: int | str) -> int:
-    if isinstance(key, (int, np.integer)):
-        if key < 0: raise ValueError(f"seed keys must be non-negative, got {key}")
-        return int(key)
-    return _text_to_int(str(key))
-
-def derive_seed(seed: int, *keys: int | str) -> int:
-    "An independent, reproducible seed for the stream named by `keys` (round, client id, purpose) under run `seed`."
-    words = [_key_to_int(seed)] + [_key_to_int(k) for k in keys]
-    return int(np.random.SeedSequence(words).generate_state(1, dtype=np.uint64)[0] % (2**63))
-
-# %% ../nbs/10_engine.ipynb #f868e850
-@dataclass(eq=False)
-class Client:
-    "One client: id, train/test tensors on the device, its domain, and a `state` dict kept across rounds."
-    id: int
-    x_train: torch.Tensor  # (n, C, H, W)
-    y_train: torch.Tensor  # (n,) int64
-    x_test: torch.Tensor   # (m, C, H, W)
-    y_test: torch.Tensor   # (m,) int64
-    domain: str | None = None
-    state: dict = field(default_factory=dict)
-
-    @property
-    def num_examples(self) -> int:
-        "Number of training examples, the $n_k$ of FedAvg's weights."
-        return len(self.y_train)
-
-    @property
-    def num_test_examples(self) -> int:
-        "Number of test examples."
-        return len(self.y_test)
-
-    def __repr__(self):
-        where = f", domain={self.domain!r}" if self.domain is not None else ""
-        return f"Client(id={self.id}{where}, train={self.num_examples}, test={self.num_test_examples}, state={sorted(self.state)})"
-
-# %% ../nbs/10_engine.ipynb #7b4277e4
-def _check_partition(partition: Sequence, size: int, what: str) -> list[np.ndarray]:
-    if partition is None or len(partition) == 0:
-        raise ValueError(f"{what}: the partition is empty; pass one index array per client (see fedlearn_nb.partition)")
-    out = []
-    for k, part in enumerate(partition):
-        part = np.asarray(part)
-        if part.ndim != 1 or (part.size and not np.issubdtype(part.dtype, np.integer)):
-            raise ValueError(f"{what}: client {k}'s indices must be a 1-D integer array, got dtype {part.dtype}, shape {part.shape}")
-        if part.size and (part.min() < 0 or part.max() >= size):
-            raise ValueError(f"{what}: client {k} has indices outside [0, {size}); the partition was made for other data")
-        out.append(part.astype(np.int64))
-    return out
-
-def _equal_shares(size: int, num: int, seed: int) -> list[np.ndarray]:
-    "Shuffle range(size) and cut it into `num` disjoint, near-equal shares."
-    order = np.random.default_rng(seed).permutation(size)
-    return [np.sort(s) for s in np.array_split(order, num)]
-
-def _take(data, idx: np.ndarray, device) -> tuple[torch.Tensor, torch.Tensor]:
-    index = torch.as_tensor(idx, dtype=torch.long)
-    x, y = data.x[index], data.y[index]
-    if not torch.is_floating_point(x): raise TypeError(f"images must be float tensors, got {x.dtype}; convert with .float() / 255")
-    return x.to(device).contiguous(), y.to(device=device, dtype=torch.long)
-
-# %% ../nbs/10_engine.ipynb #0aa48c2f
-@dataclass(eq=False)
-class FederatedData:
-    "The clients of a federation, with the class names and image shape they share."
-    clients: list[Client]
-    classes: list[str]
-    name: str = "federated"
-    train_augmentation: Callable | None = None  # applied per training sample by the local update (e.g. DomainNet's flips)
-
-    def __post_init__(self):
-        if not self.clients: raise ValueError("a federation needs at least one client")
-        ids = [c.id for c in self.clients]
-        if ids != list(range(len(ids))): raise ValueError(f"client ids must be 0..{len(ids)-1} in order, got {ids[:10]}...")
-        shapes = {tuple(c.x_train.shape[1:]) for c in self.clients if c.num_examples}
-        if len(shapes) > 1: raise ValueError(f"clients hold images of different shapes {sorted(shapes)}; resize them to one shape")
-
-    def __len__(self): return len(self.clients)
-    def __getitem__(self, i) -> Client: return self.clients[i]
-    def __iter__(self): return iter(self.clients)
-
-    @property
-    def num_clients(self) -> int: return len(self.clients)
-    @property
-    def num_classes(self) -> int: return len(self.classes)
-    @property
-    def image_shape(self) -> tuple[int, ...]:
-        "(C, H, W) of the images."
-        return tuple(next(c.x_train for c in self.clients if c.num_examples).shape[1:])
-    @property
-    def in_channels(self) -> int: return self.image_shape[0]
-    @property
-    def image_size(self) -> int: return self.image_shape[-1]
-    @property
-    def domains(self) -> list[str]:
-        "The clients' domains, in order of first appearance (empty when no client has one)."
-        return list(dict.fromkeys(c.domain for c in self.clients if c.domain is not None))
-    @property
-    def device(self) -> torch.device: return self.clients[0].x_train.device
-
-    def class_counts(self, split: str = "train") -> np.ndarray:
-        "(num_clients, num_classes) label counts of each client's `split` ('train' or 'test')."
-        ys = [c.y_train if split == "train" else c.y_test for c in self.clients]
-        return np.stack([np.bincount(y.cpu().numpy(), minlength=self.num_classes) for y in ys])
-
-    def summary(self) -> pd.DataFrame:
-        "One row per client: domain, number of train/test examples, classes present."
-        counts = self.class_counts()
-        return pd.DataFrame({"client": [c.id for c in self.clients], "domain": [c.domain for c in self.clients],
-                             "train": [c.num_examples for c in self.clients], "test": [c.num_test_examples for c in self.clients],
-                             "classes_present": (counts > 0).sum(1)})
-
-    @classmethod
-    def from_partition(cls, train, partition: Sequence[np.ndarray], test=None, test_partition: Sequence[np.ndarray] | None = None,
-                       test_fraction: float | None = None, seed: int = 0, device: str | torch.device = "cpu",
-                       name: str | None = None) -> FederatedData:
-        "Clients from one dataset cut by `partition` (index arrays); test data by `test_fraction`, or `test` (+ `test_partition`)."
-        parts = _check_partition(partition, len(train.y), "partition")
-        device = torch.device(device)
-        clients = []
-        if test_fraction is not None:
-            if test is not None: raise ValueError("pass either test_fraction (split each client's data) or test, not both")
-            train_parts, test_parts = split_train_test(parts, test_fraction, seed=derive_seed(seed, "test_split") % 2**32)
-            for k, (part, tpart) in enumerate(zip(train_parts, test_parts)):
-                clients.append(Client(k, *_take(train, np.sort(part), device), *_take(train, np.sort(tpart), device)))
-        else:
-            if test is None: test_parts = [np.zeros(0, np.int64)] * len(parts)
-            elif test_partition is None: test_parts = _equal_shares(len(test.y), len(parts), derive_seed(seed, "test_shares"))
-            else:
-                test_parts = _check_partition(test_partition, len(test.y), "test_partition")
-                if len(test_parts) != len(parts): raise ValueError(f"test_partition has {len(test_parts)} clients, partition {len(parts)}")
-            for k, (part, tpart) in enumerate(zip(parts, test_parts)):
-                clients.append(Client(k, *_take(train, part, device), *_take(train if test is None else test, tpart, device)))
-        empty_clients = [c.id for c in clients if c.num_examples == 0]
-        if empty_clients: raise ValueError(f"clients {empty_clients} have no training examples; use a partition with a minimum size per client")
-        return cls(clients, list(train.classes), name or getattr(train, "name", "federated"))
-
-    @classmethod
-    def from_benchmark(cls, benchmark, clients_per_domain: int = 1, partition: Callable | None = None, seed: int = 0,
-                       device: str | torch.device = "cpu") -> FederatedData:
-        "Clients from a domain benchmark: `clients_per_domain` per domain (cut by `partition(labels, k, seed=)`, default equal shares)."
-        if clients_per_domain < 1: raise ValueError(f"clients_per_domain must be >= 1, got {clients_per_domain}")
-        device, clients = torch.device(device), []
-        for d, domain in enumerate(benchmark.domains):
-            labels = domain.train.y.cpu().numpy()
-            if clients_per_domain == 1: parts = [np.arange(len(labels))]
-            elif partition is None: parts = _equal_shares(len(labels), clients_per_domain, derive_seed(seed, d, "domain_shares"))
-            else: parts = _check_partition(partition(labels, clients_per_domain, seed=derive_seed(seed, d, "domain_partition") % 2**32),
-                                           len(labels), f"domain {domain.name}")
-            test_parts = _equal_shares(len(domain.test.y), clients_per_domain, derive_seed(seed, d, "domain_test"))
-            for part, tpart in zip(parts, test_parts):
-                if len(part) == 0: raise ValueError(f"a client of domain {domain.name} has no training examples; use fewer clients per domain")
-                clients.append(Client(len(clients), *_take(domain.train, part, device), *_take(domain.test, tpart, device), domain=domain.name))
-        return cls(clients, list(benchmark.classes), getattr(benchmark, "name", "benchmark"), getattr(benchmark, "train_augmentation", None))
+           'DATA_SPLITS', 'BACKENDS', 'FitIns', 'FitRes', 'EvaluateIns', 'EvaluateRes', 'message_bytes',
+           'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices', 'LocalTraining', 'evaluate_model',
+           'extract_features', 'batchnorm_keys', 'Algorithm', 'summarize_evaluation', 'disconnected_clients',
+           'select_clients', 'round_half_up', 'History', 'batching_obstacles', 'batched_loss_step', 'seed_torch',
+           'fit_clients_batched', 'fit_clients', 'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint',
+           'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig',
+           'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder', 'register_backend',
+           'get_backend', 'run']
 
 # %% ../nbs/10_engine.ipynb #5c37ce6d
 Parameters = dict  # name -> torch.Tensor, like a (partial) state dict
@@ -956,14 +795,17 @@ def check_options(given: Mapping[str, Any], function: Callable, set_here: Mappin
     missing = [n for n in options if parameters[n].default is inspect.Parameter.empty and n not in given]
     if missing: raise TypeError(f"{what}: {', '.join(map(repr, missing))} must be given (e.g. {{{missing[0]!r}: ...}})")
 
+DATA_SPLITS = ("train", "all")
+_LATER_FIELDS = {"data_split": "train", "per_class": None, "encoder_input": {}, "pooled": None, "model_seed": None}  # name a run only when set
+
 @dataclass
 class RunConfig:
     "Everything that defines a run: data, partition, model, algorithm, local training, rounds, participation, seed."
     dataset: str = "digits5lite"
     data_kwargs: dict = field(default_factory=dict)  # passed to load_benchmark / load_dataset (e.g. image_size)
-    partition: str = "domains"            # "domains" (a benchmark), "iid" or "dirichlet" (a dataset)
-    partition_kwargs: dict = field(default_factory=dict)
-    num_clients: int = 10                 # for "iid" / "dirichlet"
+    partition: str = "domains"            # a scheme of fedlearn_nb.federation.SCHEMES: "domains" (a benchmark), "iid", "dirichlet", "pmix", ...
+    partition_kwargs: dict = field(default_factory=dict)  # the scheme's options (the keyword arguments of its partition function)
+    num_clients: int = 10                 # for every scheme but "domains"
     clients_per_domain: int = 1           # for "domains"
     test_fraction: float | None = None    # split each client's data instead of using the test split
     model: str = "fedccl_cnn4"
@@ -988,33 +830,54 @@ class RunConfig:
     results_dir: str | None = None        # None: the settings' results_dir
     name: str | None = None               # the run folder's name; None: derived from the config
     client_batching: str = "auto"         # "auto" | "batched" | "sequential": how a round's clients train (see fit_clients)
+    data_split: str = "train"             # "train": clients share the train split, test on the test split; "all": train + test merged
+    per_class: int | None = None          # keep at most this many images of each class (a fixed draw, seed 0) before partitioning
+    encoder_input: dict = field(default_factory=dict)  # resize every client's images for an encoder: to_encoder_input's options
+    pooled: str | None = None             # "all" or "domain": pool the clients into one, or one per domain (group)
+    model_seed: int | None = None         # the seed of the model's initial weights; None: derived from `seed`
 
     def __post_init__(self):
-        if self.partition not in ("domains", "iid", "dirichlet"):
-            raise ValueError(f"partition must be 'domains', 'iid' or 'dirichlet', got {self.partition!r}")
+        from fedlearn_nb.federation import POOLING, SCHEMES
+        if self.partition not in SCHEMES: raise ValueError(f"unknown partition {self.partition!r}; choose one of {list(SCHEMES)}")
         if self.client_batching not in CLIENT_BATCHING:
             raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {self.client_batching!r}")
         if self.bn not in _BN_POLICIES: raise ValueError(f"bn must be one of {_BN_POLICIES}, got {self.bn!r}")
-        if self.partition == "domains" and self.partition_kwargs:
-            raise ValueError("partition_kwargs are not used with partition='domains' (one or more equal clients per domain); "
-                             "pass benchmark options in data_kwargs")
+        if self.data_split not in DATA_SPLITS: raise ValueError(f"data_split must be one of {DATA_SPLITS}, got {self.data_split!r}")
+        if self.pooled is not None and self.pooled not in POOLING: raise ValueError(f"pooled must be None or one of {POOLING}, got {self.pooled!r}")
         for key in ("rounds", "local_epochs", "batch_size", "num_clients", "clients_per_domain", "eval_every"):
             if getattr(self, key) < 1: raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if self.per_class is not None and self.per_class < 1: raise ValueError(f"per_class must be >= 1 or None, got {self.per_class}")
         if not 0 < self.fraction <= 1: raise ValueError(f"fraction must be in (0, 1], got {self.fraction}")
         if self.seed < 0: raise ValueError(f"seed must be non-negative, got {self.seed}")
+        self._check_combinations()
         self.training()  # validates optimizer, lr, steps
         self._check_options()
 
+    def _check_combinations(self) -> None:
+        "Refuse settings that the partition scheme cannot use, naming the fix."
+        if self.partition == "domains":
+            for key, default, why in (("data_split", "train", "a benchmark's domains keep their own train and test splits"),
+                                      ("test_fraction", None, "a benchmark's clients test on their domain's test split"),
+                                      ("per_class", None, "sample a benchmark with data_kwargs (train_per_class) or partition_kwargs (samples_per_class)")):
+                if getattr(self, key) != default: raise ValueError(f"{key}={getattr(self, key)!r} does not apply to partition='domains': {why}; leave it at {default!r}")
+        if self.partition == "grouped_label_sets" and (self.data_split != "train" or self.test_fraction is not None):
+            raise ValueError("partition='grouped_label_sets' draws every client's test images of its classes from the test split: "
+                             "use data_split='train' and test_fraction=None")
+
     def _check_options(self) -> None:
-        "Refuse `data_kwargs` / `partition_kwargs` the loader / partition function does not take (or the config sets itself)."
-        from fedlearn_nb import data as data_module, partition as partition_module
+        "Refuse `data_kwargs` / `partition_kwargs` / `encoder_input` the function they go to does not take (or the config sets itself)."
+        from fedlearn_nb import data as data_module
+        from fedlearn_nb.federation import scheme_function
         if self.partition == "domains": loader, loader_set = data_module.load_benchmark, {"name": "dataset", "root": "the settings' data_root"}
-        else: loader, loader_set = data_module.load_dataset, {"name": "dataset", "root": "the settings' data_root", "split": "the run (train, then test)"}
+        else: loader, loader_set = data_module.load_dataset, {"name": "dataset", "root": "the settings' data_root", "split": "data_split"}
         check_options(self.data_kwargs, loader, loader_set, f"data_kwargs (passed to {loader.__name__})")
-        if self.partition != "domains":
-            function = partition_module.partition_iid if self.partition == "iid" else partition_module.partition_dirichlet
-            check_options(self.partition_kwargs, function, {"labels": "the dataset", "num_clients": "num_clients", "seed": "seed"},
-                          f"partition_kwargs (passed to {function.__name__})")
+        function = scheme_function(self.partition)
+        set_here = ({"domain_labels": "the benchmark's domains", "seed": "seed"} if self.partition == "domains" else
+                    {"labels": "the dataset", "num_clients": "num_clients", "seed": "seed", "test_labels": "the test split"})
+        check_options(self.partition_kwargs, function, set_here, f"partition_kwargs (passed to {function.__name__})")
+        if self.encoder_input:
+            from fedlearn_nb.selfsupervised import to_encoder_input
+            check_options(self.encoder_input, to_encoder_input, {"images": "the clients' data"}, "encoder_input (passed to to_encoder_input)")
 
     @property
     def run_name(self) -> str:
@@ -1025,7 +888,8 @@ class RunConfig:
 
     def identity(self) -> dict:
         "The fields that define the experiment's results (not rounds, device, how clients are scheduled, or where it is written)."
-        return {k: v for k, v in asdict(self).items() if k not in ("rounds", "device", "results_dir", "name", "client_batching")}
+        return {k: v for k, v in asdict(self).items() if k not in ("rounds", "device", "results_dir", "name", "client_batching")
+                and not (k in _LATER_FIELDS and v == _LATER_FIELDS[k])}
 
     def training(self) -> LocalTraining:
         "The local-training settings of this config."
@@ -1051,29 +915,34 @@ RunConfig.__init__ = _checked_init
 
 # %% ../nbs/10_engine.ipynb #9537263e
 def build_federated_data(config: RunConfig, device: str | torch.device = "cpu", data_root: str | Path | None = None) -> FederatedData:
-    "The federation a config describes: a benchmark's domains, or a dataset cut by an iid/Dirichlet partition."
+    "The federation a config describes: its data loaded, (sub)sampled and cut by `build_federation` with the config's scheme."
     from fedlearn_nb import data as data_module
+    transform = None
+    if config.encoder_input:
+        from fedlearn_nb.selfsupervised import to_encoder_input
+        transform = functools.partial(to_encoder_input, **config.encoder_input)
+    common = dict(seed=config.seed, transform=transform, pooled=config.pooled, device=device, **config.partition_kwargs)
     if config.partition == "domains":
         benchmark = data_module.load_benchmark(config.dataset, root=data_root, **config.data_kwargs)
-        return FederatedData.from_benchmark(benchmark, clients_per_domain=config.clients_per_domain, seed=config.seed, device=device)
-    from fedlearn_nb import partition as partition_module
-    train = data_module.load_dataset(config.dataset, root=data_root, split="train", **config.data_kwargs)
-    test = None if config.test_fraction is not None else data_module.load_dataset(config.dataset, root=data_root, split="test", **config.data_kwargs)
-    labels = train.y.cpu().numpy()
-    if config.partition == "iid": parts = partition_module.partition_iid(labels, config.num_clients, seed=config.seed, **config.partition_kwargs)
-    else: parts = partition_module.partition_dirichlet(labels, config.num_clients, seed=config.seed, **config.partition_kwargs)
-    return FederatedData.from_partition(train, parts, test=test, test_fraction=config.test_fraction, seed=config.seed, device=device)
+        return build_federation(benchmark, "domains", clients_per_domain=config.clients_per_domain, **common)
+    data = data_module.load_dataset(config.dataset, root=data_root, split=config.data_split, **config.data_kwargs)
+    if config.per_class is not None: data = data.subset(data_module.subsample_per_class(data.y.numpy(), per_class=config.per_class, seed=0))
+    held_out = config.test_fraction is None and config.data_split == "train"
+    test = data_module.load_dataset(config.dataset, root=data_root, split="test", **config.data_kwargs) if held_out else None
+    return build_federation(data, config.partition, config.num_clients, test=test, test_fraction=config.test_fraction, **common)
 
 def build_model_for(config: RunConfig, data: FederatedData) -> nn.Module:
-    "The model a config names, sized for the federation's images and classes (seeded by the config's seed)."
+    "The model a config names, sized for the federation's images and classes (seeded by `model_seed`, or derived from `seed`)."
     from fedlearn_nb.models import build_model
+    get_algorithm(config.algorithm)  # its module may register the networks it brings (CCFC's, the raw-pixel 'model' of k-FED)
     options, sizes = dict(config.model_kwargs), {"in_channels": data.in_channels, "num_classes": data.num_classes, "image_size": data.image_size}
     for key, value in sizes.items():  # these come from the data; repeating them is fine, contradicting them is not
         if key in options and options.pop(key) != value:
             raise ValueError(f"model_kwargs sets {key}={config.model_kwargs[key]!r}, but the data ({data.name!r}, images "
                              f"{data.image_shape}, {data.num_classes} classes) has {key}={value}: {key} comes from the data; "
                              f"drop it from model_kwargs, or choose data with {key}={config.model_kwargs[key]!r}")
-    model = build_model(config.model, **sizes, seed=derive_seed(config.seed, "model") % 2**32, **options)
+    seed = derive_seed(config.seed, "model") % 2**32 if config.model_seed is None else config.model_seed
+    model = build_model(config.model, **sizes, seed=seed, **options)
     first_conv = next((m for m in model.modules() if isinstance(m, nn.modules.conv._ConvNd)), None)
     if first_conv is not None and first_conv.in_channels != data.in_channels:
         raise ValueError(f"model {config.model!r} takes {first_conv.in_channels}-channel images but the data ({data.name!r}) has "
