@@ -8,6 +8,7 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/losses.html.md"""
 from __future__ import annotations
 
 import math
+from typing import Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -15,9 +16,11 @@ import torch.nn.functional as F
 # %% auto #0
 __all__ = ['cosine_similarities', 'infonce_from_scores', 'multi_positive_infonce', 'alpha_sparsity', 'average_per_class',
            'fedplvm_alpha_sparsity_contrast', 'fedplvm_correction', 'fedplvm_alpha_sparsity_loss',
-           'normalize_weights_per_class', 'fedplcc_weighted_contrast', 'fedplcc_top_phi_pull', 'prototype_l2_pull',
-           'unbiased_prototype_mse', 'fedproc_prototype_contrast', 'negative_cosine', 'cluster_contrastive_loss',
-           'simsiam_loss', 'ccfc_model_contrastive_loss', 'nt_xent_loss', 'byol_loss']
+           'normalize_weights_per_class', 'fedplcc_weighted_contrast', 'fedplcc_top_phi_pull', 'class_prototypes',
+           'aggregate_prototypes', 'prototype_l2_pull', 'unbiased_prototype_mse', 'fedproc_prototype_contrast',
+           'negative_cosine', 'cluster_contrastive_loss', 'simsiam_loss', 'ccfc_model_contrastive_loss', 'nt_xent_loss',
+           'byol_loss', 'moon_model_contrastive_loss', 'proximal_term', 'fedcrl_contrastive_loss',
+           'fill_missing_classes', 'fedpcl_contrast']
 
 # %% ../nbs/06_losses.ipynb #b9a1fda0
 _REDUCTIONS = ("mean", "sum", "none")
@@ -201,6 +204,25 @@ def fedplcc_top_phi_pull(features: torch.Tensor, labels: torch.Tensor, prototype
     per_sample = -torch.where(chosen, ranked, torch.zeros_like(ranked)).sum(1)  # (B,)
     return _reduce(per_sample, count > 0, reduction)
 
+# %% ../nbs/06_losses.ipynb #d25b557a
+def class_prototypes(features: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    "FedCCL Eq. 7 (FedProto's local prototype): the mean feature of each class present; (N, D), (N,) -> (C', D), (C',) labels, (C',) counts."
+    if features.ndim != 2 or labels.shape != (len(features),):
+        raise ValueError(f"need (N, D) features and (N,) labels, got {tuple(features.shape)} and {tuple(labels.shape)}")
+    if len(labels) == 0: return features.new_zeros(0, features.shape[1]), labels.new_zeros(0).long(), labels.new_zeros(0).long()
+    means, classes = average_per_class(features, labels.long())
+    counts = torch.bincount(labels.long())[classes]
+    return means, classes, counts
+
+# %% ../nbs/06_losses.ipynb #ae97cd72
+def aggregate_prototypes(prototypes: torch.Tensor, labels: torch.Tensor, counts: torch.Tensor | None = None,
+                         weighting: str = "uniform") -> tuple[torch.Tensor, torch.Tensor]:
+    "FedProto's global prototypes: per class, the mean of the clients' prototypes (`uniform`) or their `samples`-weighted mean."
+    if weighting not in ("uniform", "samples"): raise ValueError(f"weighting must be 'uniform' or 'samples', got {weighting!r}")
+    if weighting == "samples" and counts is None: raise ValueError("weighting='samples' needs the counts behind each prototype")
+    if len(prototypes) == 0: return prototypes, labels
+    return average_per_class(prototypes, labels, counts.to(prototypes.dtype) if weighting == "samples" else None)
+
 # %% ../nbs/06_losses.ipynb #1d2c5a20
 def prototype_l2_pull(features: torch.Tensor, labels: torch.Tensor, prototypes: torch.Tensor,
                       prototype_labels: torch.Tensor, distance: str = "mse", reduction: str = "mean") -> torch.Tensor:
@@ -308,3 +330,41 @@ def nt_xent_loss(z_i: torch.Tensor, z_j: torch.Tensor, tau: float = 0.1) -> torc
 def byol_loss(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     "BYOL's $2 - 2\\,\\mathrm{Sim}(p, z')$ (CP-CFL Eq. 9), mean over the batch; no gradient reaches `targets`."
     return (2 - 2 * F.cosine_similarity(predictions, targets.detach(), dim=1)).mean()
+
+# %% ../nbs/06_losses.ipynb #c860f237
+def moon_model_contrastive_loss(z: torch.Tensor, z_global: torch.Tensor, z_previous: torch.Tensor, tau: float = 0.5) -> torch.Tensor:
+    "MOON Eq. 3, averaged over the batch: positive pair (z, z_global), negative pair (z, z_previous); z's are (B, D)."
+    if tau <= 0: raise ValueError(f"tau must be positive, got {tau}")
+    positive = F.cosine_similarity(z, z_global, dim=1)    # (B,)
+    negative = F.cosine_similarity(z, z_previous, dim=1)  # (B,)
+    logits = torch.stack([positive, negative], dim=1) / tau  # (B, 2)
+    return F.cross_entropy(logits, torch.zeros(len(z), dtype=torch.long, device=z.device))
+
+# %% ../nbs/06_losses.ipynb #934e5432
+def proximal_term(parameters: torch.nn.Module | Iterable[torch.Tensor], anchor: Sequence[torch.Tensor], mu: float = 1.0) -> torch.Tensor:
+    "$\\frac{\\mu}{2} \\sum_i \\lVert w_i - w^t_i \\rVert^2$ over matching tensors; `parameters` may be a module (its parameters, in order)."
+    if isinstance(parameters, torch.nn.Module): parameters = parameters.parameters()
+    return 0.5 * mu * sum(((p - a) ** 2).sum() for p, a in zip(parameters, anchor))
+
+# %% ../nbs/06_losses.ipynb #1ae7ef03
+def fedcrl_contrastive_loss(representations: torch.Tensor, labels: torch.Tensor, global_representations: torch.Tensor,
+                            global_labels: torch.Tensor, tau_cl: float = 0.1) -> torch.Tensor:
+    "FedCRL Eq. 12: InfoNCE of (B, k) representations against the (C', k) global class representations, cosine / tau_cl."
+    return multi_positive_infonce(representations, labels, global_representations.detach(), global_labels, tau=tau_cl)
+
+# %% ../nbs/06_losses.ipynb #8ca985cb
+def fill_missing_classes(prototypes: torch.Tensor, labels: torch.Tensor, fallback: torch.Tensor,
+                         fallback_labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    "Add the `fallback` rows of the classes `labels` lacks: (P, D), (P,) -> (P', D), (P',)."
+    missing = ~torch.isin(fallback_labels, labels.to(fallback_labels.device))
+    return torch.cat([prototypes.to(fallback), fallback[missing]]), torch.cat([labels.to(fallback_labels), fallback_labels[missing]])
+
+def fedpcl_contrast(features: torch.Tensor, labels: torch.Tensor, global_prototypes: torch.Tensor, global_labels: torch.Tensor,
+                    client_prototypes: Sequence[tuple[torch.Tensor, torch.Tensor]] = (), tau: float = 0.07) -> torch.Tensor:
+    "FedPCL's loss: contrast with the global prototypes plus the mean contrast with each client's (filled) local prototypes."
+    loss = multi_positive_infonce(features, labels, global_prototypes, global_labels, tau=tau)
+    if len(client_prototypes):
+        local = [multi_positive_infonce(features, labels, *fill_missing_classes(p, l, global_prototypes, global_labels), tau=tau)
+                 for p, l in client_prototypes]
+        loss = loss + torch.stack(local).mean()
+    return loss

@@ -13,11 +13,8 @@ import torch.nn.functional as F
 
 from ..engine import Client, FitIns, batch_indices, get_parameters, register_algorithm, set_parameters
 from .fedavg import FedAvg
+from ..losses import proximal_term
 from .personalised import PersonalModels, keep_personal, train_on_batches
-
-def proximal_term(model: nn.Module, anchor: list[torch.Tensor]) -> torch.Tensor:
-    "$\\frac12\\lVert\\theta - \\theta_{anchor}\\rVert^2$ over the model's parameters (anchor in `model.parameters()` order)."
-    return 0.5 * sum(((p - a) ** 2).sum() for p, a in zip(model.parameters(), anchor))
 
 @register_algorithm
 class Ditto(PersonalModels, FedAvg):
@@ -47,4 +44,4 @@ class Ditto(PersonalModels, FedAvg):
         return super().local_update(client, model, ins)
 
 # %% auto #0
-__all__ = ['proximal_term', 'Ditto']
+__all__ = ['Ditto']

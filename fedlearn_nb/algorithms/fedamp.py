@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from ..engine import Client, FitIns, FitRes, Parameters, register_algorithm, set_parameters
 from .fedavg import FedAvg
-from .ditto import proximal_term
+from ..losses import proximal_term
 from .personalised import PersonalModels, keep_personal
 
 # %% auto #0

@@ -16,13 +16,12 @@ import torch.nn.functional as F
 
 from ..engine import (Client, EvaluateIns, FitIns, FitRes, Parameters, extract_features, register_algorithm,
                                 set_parameters)
-from ..losses import multi_positive_infonce
+from ..losses import aggregate_prototypes, class_prototypes, fedcrl_contrastive_loss
 from .fedavg import FedAvg
-from .fedproto import aggregate_prototypes, client_prototypes
 from .personalised import PersonalModels, is_feature_key, keep_personal
 
 # %% auto #0
-__all__ = ['aggregate_representations', 'loss_wise_weight', 'mix_parameters', 'fedcrl_contrastive_loss', 'FedCRL']
+__all__ = ['aggregate_representations', 'loss_wise_weight', 'mix_parameters', 'FedCRL']
 
 # %% ../../nbs/31_fedcrl.ipynb #4031ce6c
 def aggregate_representations(representations: torch.Tensor, labels: torch.Tensor,
@@ -45,12 +44,6 @@ def mix_parameters(local: Mapping[str, torch.Tensor], global_: Mapping[str, torc
     missing = [k for k in global_ if k not in local]
     if missing: raise KeyError(f"the local parameters lack {missing[:3]}; mix the same (shared) entries")
     return {k: (tau * local[k].to(g.device) + (1 - tau) * g) if torch.is_floating_point(g) else g.clone() for k, g in global_.items()}
-
-# %% ../../nbs/31_fedcrl.ipynb #1ae7ef03
-def fedcrl_contrastive_loss(representations: torch.Tensor, labels: torch.Tensor, global_representations: torch.Tensor,
-                            global_labels: torch.Tensor, tau_cl: float = 0.1) -> torch.Tensor:
-    "FedCRL Eq. 12: InfoNCE of (B, k) representations against the (C', k) global class representations, cosine / tau_cl."
-    return multi_positive_infonce(representations, labels, global_representations.detach(), global_labels, tau=tau_cl)
 
 # %% ../../nbs/31_fedcrl.ipynb #bb32a8bb
 @register_algorithm
@@ -123,7 +116,7 @@ class FedCRL(PersonalModels, FedAvg):
     def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
         "phi^i (the head stays local) plus the class mean representations and their counts (Eqs. 3-4)."
         result = super().client_payload(client, model, ins, metrics)
-        representations, labels, counts = client_prototypes(model, client, self.training.eval_batch_size)
+        representations, labels, counts = class_prototypes(extract_features(model, client.x_train, self.training.eval_batch_size), client.y_train)
         result.payload = {"representations": representations, "representation_labels": labels, "representation_counts": counts}
         if "tau" in client.state and "representations" in ins.payload: result.metrics["tau"] = client.state["tau"]
         return result

@@ -13,10 +13,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import (Client, FitIns, FitRes, batch_indices, get_parameters, register_algorithm, seed_torch,
-                                set_parameters)
+from ..engine import (Client, FitIns, FitRes, batch_indices, extract_features, get_parameters, register_algorithm,
+                                seed_torch, set_parameters)
 from .fedavg import FedAvg
-from .fedproto import client_prototypes
+from ..losses import class_prototypes
 from .personalised import is_head_key
 
 # %% auto #0
@@ -61,7 +61,7 @@ class FedGH(FedAvg):
     def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
         "Keep the extractor locally; upload only the class-mean representations (FedGH Eq. 3) and their labels."
         res = super().client_payload(client, model, ins, metrics)
-        means, classes, _ = client_prototypes(model, client, self.training.eval_batch_size)
+        means, classes, _ = class_prototypes(extract_features(model, client.x_train, self.training.eval_batch_size), client.y_train)
         return FitRes(parameters={}, num_examples=res.num_examples, metrics=metrics,
                       payload={"representations": means, "representation_labels": classes})
 

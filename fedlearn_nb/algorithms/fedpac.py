@@ -18,7 +18,7 @@ from scipy.optimize import minimize
 from ..engine import (Client, EvaluateIns, FitIns, FitRes, batch_indices, extract_features, get_parameters,
                                 register_algorithm, set_parameters, weighted_average)
 from .fedavg import FedAvg
-from .fedproto import aggregate_prototypes, class_prototypes
+from ..losses import aggregate_prototypes, class_prototypes
 from .personalised import is_feature_key, is_head_key, train_on_batches
 
 # %% auto #0

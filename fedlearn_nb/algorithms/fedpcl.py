@@ -19,11 +19,10 @@ from ..core import load_settings
 from ..engine import (Client, EvaluateIns, EvaluateRes, FederatedData, FitIns, FitRes, LocalTraining,
                                 extract_features, register_algorithm)
 from .fedavg import FedAvg
-from ..losses import average_per_class, multi_positive_infonce
+from ..losses import average_per_class, fedpcl_contrast, fill_missing_classes
 
 # %% auto #0
-__all__ = ['frozen_keys', 'fill_missing_classes', 'fedpcl_contrast', 'nearest_prototype_logits', 'FedPCL',
-           'pretrained_weights_available', 'fedpcl_model']
+__all__ = ['frozen_keys', 'nearest_prototype_logits', 'FedPCL', 'pretrained_weights_available', 'fedpcl_model']
 
 # %% ../../nbs/26_fedpcl.ipynb #73073ed0
 def frozen_keys(model: nn.Module) -> list[str]:
@@ -37,22 +36,6 @@ def frozen_keys(model: nn.Module) -> list[str]:
     return [k for k in model.state_dict() if k in keys]
 
 # %% ../../nbs/26_fedpcl.ipynb #922185c9
-def fill_missing_classes(prototypes: torch.Tensor, labels: torch.Tensor, fallback: torch.Tensor,
-                         fallback_labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    "Add the `fallback` rows of the classes `labels` lacks: (P, D), (P,) -> (P', D), (P',)."
-    missing = ~torch.isin(fallback_labels, labels.to(fallback_labels.device))
-    return torch.cat([prototypes.to(fallback), fallback[missing]]), torch.cat([labels.to(fallback_labels), fallback_labels[missing]])
-
-def fedpcl_contrast(features: torch.Tensor, labels: torch.Tensor, global_prototypes: torch.Tensor, global_labels: torch.Tensor,
-                    client_prototypes: Sequence[tuple[torch.Tensor, torch.Tensor]] = (), tau: float = 0.07) -> torch.Tensor:
-    "FedPCL's loss: contrast with the global prototypes plus the mean contrast with each client's (filled) local prototypes."
-    loss = multi_positive_infonce(features, labels, global_prototypes, global_labels, tau=tau)
-    if len(client_prototypes):
-        local = [multi_positive_infonce(features, labels, *fill_missing_classes(p, l, global_prototypes, global_labels), tau=tau)
-                 for p, l in client_prototypes]
-        loss = loss + torch.stack(local).mean()
-    return loss
-
 def nearest_prototype_logits(features: torch.Tensor, prototypes: torch.Tensor, prototype_labels: torch.Tensor,
                              num_classes: int, missing: float = -1e4) -> torch.Tensor:
     "(B, M) scores: minus the squared distance to the nearest prototype of each class (`missing` for classes without one)."

@@ -15,33 +15,15 @@ import torch.nn.functional as F
 
 from ..engine import Client, FitIns, FitRes, extract_features, register_algorithm
 from .fedavg import FedAvg
-from ..losses import average_per_class, prototype_l2_pull
+from ..losses import aggregate_prototypes, class_prototypes, prototype_l2_pull
 
 # %% auto #0
-__all__ = ['class_prototypes', 'client_prototypes', 'aggregate_prototypes', 'FedProto']
+__all__ = ['client_prototypes', 'FedProto']
 
 # %% ../../nbs/20_fedproto.ipynb #f37c2554
-def class_prototypes(features: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    "FedCCL Eq. 7 (FedProto's local prototype): the mean feature of each class present; (N, D), (N,) -> (C', D), (C',) labels, (C',) counts."
-    if features.ndim != 2 or labels.shape != (len(features),):
-        raise ValueError(f"need (N, D) features and (N,) labels, got {tuple(features.shape)} and {tuple(labels.shape)}")
-    if len(labels) == 0: return features.new_zeros(0, features.shape[1]), labels.new_zeros(0).long(), labels.new_zeros(0).long()
-    means, classes = average_per_class(features, labels.long())
-    counts = torch.bincount(labels.long())[classes]
-    return means, classes, counts
-
 def client_prototypes(model: nn.Module, client: Client, batch_size: int = 1024) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "A client's class prototypes under `model` (features of its training data, eval mode, no gradient)."
     return class_prototypes(extract_features(model, client.x_train, batch_size), client.y_train)
-
-# %% ../../nbs/20_fedproto.ipynb #ae97cd72
-def aggregate_prototypes(prototypes: torch.Tensor, labels: torch.Tensor, counts: torch.Tensor | None = None,
-                         weighting: str = "uniform") -> tuple[torch.Tensor, torch.Tensor]:
-    "FedProto's global prototypes: per class, the mean of the clients' prototypes (`uniform`) or their `samples`-weighted mean."
-    if weighting not in ("uniform", "samples"): raise ValueError(f"weighting must be 'uniform' or 'samples', got {weighting!r}")
-    if weighting == "samples" and counts is None: raise ValueError("weighting='samples' needs the counts behind each prototype")
-    if len(prototypes) == 0: return prototypes, labels
-    return average_per_class(prototypes, labels, counts.to(prototypes.dtype) if weighting == "samples" else None)
 
 # %% ../../nbs/20_fedproto.ipynb #e618f7d0
 @register_algorithm

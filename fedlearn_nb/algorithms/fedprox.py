@@ -13,15 +13,12 @@ import torch.nn.functional as F
 
 from ..engine import Client, FitIns, register_algorithm
 from .fedavg import FedAvg
+from ..losses import proximal_term
 
 # %% auto #0
-__all__ = ['proximal_term', 'FedProx']
+__all__ = ['FedProx']
 
 # %% ../../nbs/13_fedprox.ipynb #806da6b4
-def proximal_term(parameters: list[torch.Tensor], anchor: list[torch.Tensor], mu: float) -> torch.Tensor:
-    "$\\frac{\\mu}{2} \\sum_i \\lVert w_i - w^t_i \\rVert^2$ over matching lists of tensors."
-    return 0.5 * mu * sum(((p - a) ** 2).sum() for p, a in zip(parameters, anchor))
-
 @register_algorithm
 class FedProx(FedAvg):
     "FedProx: FedAvg whose local loss adds the proximal term mu/2 ||w - w_global||^2."

@@ -15,18 +15,10 @@ import torch.nn.functional as F
 
 from ..engine import Client, FederatedData, FitIns, LocalTraining, get_parameters, register_algorithm, set_parameters
 from .fedavg import FedAvg
+from ..losses import moon_model_contrastive_loss
 
 # %% auto #0
-__all__ = ['model_contrastive_loss', 'MOON']
-
-# %% ../../nbs/14_moon.ipynb #c860f237
-def model_contrastive_loss(z: torch.Tensor, z_global: torch.Tensor, z_previous: torch.Tensor, tau: float = 0.5) -> torch.Tensor:
-    "MOON Eq. 3, averaged over the batch: positive pair (z, z_global), negative pair (z, z_previous); z's are (B, D)."
-    if tau <= 0: raise ValueError(f"tau must be positive, got {tau}")
-    positive = F.cosine_similarity(z, z_global, dim=1)    # (B,)
-    negative = F.cosine_similarity(z, z_previous, dim=1)  # (B,)
-    logits = torch.stack([positive, negative], dim=1) / tau  # (B, 2)
-    return F.cross_entropy(logits, torch.zeros(len(z), dtype=torch.long, device=z.device))
+__all__ = ['MOON']
 
 # %% ../../nbs/14_moon.ipynb #72ffd1cd
 @register_algorithm
@@ -59,7 +51,7 @@ class MOON(FedAvg):
         loss = F.cross_entropy(model.head(z), y)
         if self.mu == 0: return loss
         with torch.no_grad(): z_global, z_previous = self._global_model.features(x), self._previous_model.features(x)
-        return loss + self.mu * model_contrastive_loss(z, z_global, z_previous, self.tau)
+        return loss + self.mu * moon_model_contrastive_loss(z, z_global, z_previous, self.tau)
 
     def end_local(self, client: Client, model: nn.Module, ins: FitIns, context: dict) -> None:
         "Keep the trained local model as the client's previous model for its next round."

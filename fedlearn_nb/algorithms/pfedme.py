@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from ..engine import Client, FitIns, FitRes, register_algorithm
 from .fedavg import FedAvg
-from .ditto import proximal_term
+from ..losses import proximal_term
 from .personalised import PersonalModels, keep_personal
 
 @register_algorithm
