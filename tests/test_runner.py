@@ -9,7 +9,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from fedlearn_nb import runner
+from fedlearn_nb.tools import runner
 from fedlearn_nb.tools.runner import (PAPERS, SCALES, discover_papers, main, notebook_parameters, notebook_scales,
                                 publish_run, read_tables, write_example_paper)
 
@@ -197,3 +197,25 @@ def test_the_benchmark_is_listed_but_not_counted_as_a_paper():
     assert not PAPERS["benchmark"].is_paper and "benchmark" not in {s.key for s in runner.paper_specs()}
     status = runner.reproduction_status(ROOT / "papers" / "results")
     assert "benchmark" not in set(status.paper) and len(status) == sum(len(s.tables) for s in runner.paper_specs())
+
+
+def test_no_note_calls_a_built_method_missing():
+    "The registry's notes name no registered algorithm as not implemented (FedAMP, FedALA, FedPAC and FedGH once were)."
+    registered = runner.registered_algorithms()
+    assert {"fedamp", "fedala", "fedpac", "fedgh"} <= registered
+    assert runner.stale_unbuilt_methods("FedAMP, FedALA, FedPAC and FedGH rows say 'not implemented'", registered) == [
+        "FedAMP", "FedALA", "FedPAC", "FedGH"]
+    stale = {(spec.key, table.number): runner.stale_unbuilt_methods(table.note, registered)
+             for spec in PAPERS.values() for table in spec.tables}
+    assert not {key: methods for key, methods in stale.items() if methods}
+
+
+def test_status_flags_committed_rows_of_methods_built_since(tmp_path):
+    "A committed run whose rows call a now-registered method 'not implemented' is reported as stale, not as the truth."
+    folder = tmp_path / "ccfc" / "quick"; folder.mkdir(parents=True)
+    pd.DataFrame({"method": ["FedAvg", "PPFC-GAN", "SDA-FC-KM"], "column": "MNIST", "ours": [0.5, None, None], "paper": [0.6, 0.7, 0.8],
+                  "difference": [-0.1, None, None], "note": ["", "not implemented: needs a GAN", "not implemented"]}
+                 ).to_csv(folder / "table_1.csv", index=False)
+    status = runner.reproduction_status(tmp_path).set_index(["paper", "table"])
+    assert status.loc[("ccfc", "1"), "committed"] == ("reproduced on real data (quick), 1 of 3 entries; PPFC-GAN, SDA-FC-KM marked "
+                                                     "not implemented in this run but built since (run it again to fill)")

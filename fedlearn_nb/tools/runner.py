@@ -34,8 +34,9 @@ __all__ = ['SCALES', 'KINDS', 'PAPERS', 'RUNNER_PARAMETERS', 'PUBLISHED_PATTERNS
            'read_notebook', 'parse_parameters', 'notebook_parameters', 'notebook_scales', 'notebook_title',
            'write_example_paper', 'parse_value', 'select_papers', 'check_request', 'RunPlan', 'timestamp',
            'run_folder_for', 'plan_runs', 'describe_plan', 'read_tables', 'is_stand_in', 'table_summary',
-           'side_by_side_text', 'results_problem', 'RunOutcome', 'execute_plan', 'publish_run', 'committed_results',
-           'csv_table_number', 'method_ordering', 'reproduction_status', 'list_papers', 'print_results', 'main']
+           'side_by_side_text', 'results_problem', 'RunOutcome', 'execute_plan', 'publish_run', 'algorithm_key',
+           'registered_algorithms', 'is_built', 'stale_unbuilt_methods', 'committed_results', 'csv_table_number',
+           'method_ordering', 'reproduction_status', 'list_papers', 'print_results', 'main']
 
 # %% ../../nbs/91_runner.ipynb #bd9bc8c6
 SCALES = ("smoke", "quick", "paper")  # the convention of every paper notebook, smallest first
@@ -106,9 +107,8 @@ PAPERS: dict[str, PaperSpec] = {spec.key: spec for spec in [
               {"smoke": ("digits5lite",), "quick": ("digit5", "office10", "domainnet10"),
                "paper": ("digit5", "office10", "domainnet10")}, (
         PaperTable("II", "accuracy on Digit-5, eight methods", _DIGIT5, "digits5lite", _OURS_DIGIT5, "partly",
-                   "the SVHN and Synth columns stay empty; methods we have not built are marked in the table"),
-        PaperTable("III", "accuracy on Office-10", "Office-10", "", _OFFICE, "yes",
-                   "methods we have not built (FCCL+) are marked in the table"),
+                   "the SVHN and Synth columns stay empty"),
+        PaperTable("III", "accuracy on Office-10", "Office-10", "", _OFFICE, "yes"),
         PaperTable("IV", "accuracy on DomainNet", "DomainNet (10 classes)", "", "DomainNet is not available", "no",
                    "wired; skipped with the path searched when the files are missing"),
         PaperTable("V", "ablation of L_contra and L_corr on Digit-5", _DIGIT5, "digits5lite", _OURS_DIGIT5, "partly"),
@@ -118,7 +118,7 @@ PAPERS: dict[str, PaperSpec] = {spec.key: spec for spec in [
         PaperTable("I", "hyper-parameters of FedCRL", "-", "", "-", "not a result", "used as the defaults of the FedCRL chapter"),
         PaperTable("II", "accuracy and fairness (std over clients), practical and pathological heterogeneity, 15 methods",
                    "CIFAR-10, EMNIST, CIFAR-100", "digits", "CIFAR-10 (1,000 JPEG training images per class)", "partly",
-                   "EMNIST and CIFAR-100 are not available; FedAMP, FedALA, FedPAC and FedGH rows say 'not implemented'"),
+                   "EMNIST and CIFAR-100 are not available; all 15 methods run"),
         PaperTable("III", "scalability (N = 100) and heterogeneity (beta, classes per client)", "CIFAR-10, CIFAR-100",
                    "digits", "CIFAR-10 (1,000 JPEG training images per class)", "partly", "the CIFAR-100 columns stay empty"),
     )),
@@ -127,7 +127,7 @@ PAPERS: dict[str, PaperSpec] = {spec.key: spec for spec in [
                "paper": ("mnist", "fashion_mnist", "cifar10", "stl10")}, (
         PaperTable("1", "NMI of clustering methods, heterogeneity p = 0 ... 1", "MNIST, Fashion-MNIST, CIFAR-10, STL-10",
                    "digits", "MNIST, Fashion-MNIST, CIFAR-10 (1,000 JPEG training images per class)", "partly",
-                   "STL-10 is not available; PPFC-GAN and SDA-FC rows say whether they are implemented"),
+                   "STL-10 is not available"),
         PaperTable("2", "Kappa of clustering methods, heterogeneity p = 0 ... 1", "MNIST, Fashion-MNIST, CIFAR-10, STL-10",
                    "digits", "MNIST, Fashion-MNIST, CIFAR-10 (1,000 JPEG training images per class)", "partly",
                    "STL-10 is not available"),
@@ -587,6 +587,35 @@ def publish_run(run_dir: str | Path, destination: str | Path | None = None) -> P
         for path in sorted(run_dir.glob(pattern)): shutil.copy2(path, target / path.name)
     return target
 
+# %% ../../nbs/91_runner.ipynb #636d2f5c
+_UNBUILT = re.compile(r"not (?:implemented|built)", re.IGNORECASE)
+
+def algorithm_key(label: str) -> str:
+    "A method's label as the registry spells algorithm names: lower case, '+' as 'plus', no spaces, hyphens, dots or underscores."
+    return re.sub(r"[\s.\-_]", "", str(label).lower().replace("+", "plus"))
+
+def registered_algorithms() -> set[str]:
+    "Every name in the engine's registry, plug-ins included (asking for an unknown name makes it import them all)."
+    from fedlearn_nb.engine import ALGORITHMS, get_algorithm
+    try: get_algorithm("__every_algorithm__")
+    except KeyError: pass
+    return set(ALGORITHMS)
+
+def is_built(label: str, registered: set[str]) -> bool:
+    "Is the method called `label` a registered algorithm, or a family of them ('SDA-FC' -> sdafc_km, sdafc_fcm)?"
+    key = algorithm_key(label)
+    return any(key in (algorithm_key(name), algorithm_key(name.split("_")[0])) for name in registered)
+
+def stale_unbuilt_methods(source: str | pd.DataFrame, registered: set[str]) -> list[str]:
+    "The methods that a note (its capitalised words) or a table (its rows' notes) call not implemented although they are built."
+    if isinstance(source, pd.DataFrame):
+        method = next((c for c in ("method", "row") if c in source), None)
+        if method is None or "note" not in source: return []
+        rows = source[source["note"].astype(str).where(source["note"].notna(), "").str.contains(_UNBUILT)]
+        labels = [str(label) for label in rows[method].drop_duplicates()]
+    else: labels = list(dict.fromkeys(re.findall(r"\b[A-Z][\w+\-]*", source))) if _UNBUILT.search(source) else []
+    return [label for label in labels if is_built(label, registered)]
+
 # %% ../../nbs/91_runner.ipynb #370c977d
 def _scale_of(folder: Path, root: Path) -> str:
     info = folder / "runner.json"
@@ -647,16 +676,18 @@ def _ordering_text(ordering: dict) -> str:
     return (f"{verdict}: Spearman {rho:.2f} over {ordering['columns']} column(s); "
             f"same best method in {ordering['same best']} of {ordering['columns']}")
 
-def _committed_state(row: pd.Series | None, scale: str) -> str:
+def _committed_state(row: pd.Series | None, scale: str, stale: Sequence[str] = ()) -> str:
     if row is None: return "table not in the committed run"
     real = row["with ours"] - row["stand-in"]
-    if real: return f"reproduced on real data ({scale})" + ("" if real == row["entries"] else f", {real} of {row['entries']} entries")
-    if row["stand-in"]: return f"stand-in data only ({scale}): no reproduction"
-    return f"skipped ({scale}): {row['commonest note'] or 'no numbers'}"
+    if real: state = f"reproduced on real data ({scale})" + ("" if real == row["entries"] else f", {real} of {row['entries']} entries")
+    elif row["stand-in"]: state = f"stand-in data only ({scale}): no reproduction"
+    else: state = f"skipped ({scale}): {row['commonest note'] or 'no numbers'}"
+    if stale: state += f"; {', '.join(stale)} marked not implemented in this run but built since (run it again to fill)"
+    return state
 
 def reproduction_status(results_root: str | Path | None = None) -> pd.DataFrame:
     "One row per result table of the five papers (not the benchmark): what it shows, the data (paper / ours), status, committed numbers and method ordering."
-    rows = []
+    rows, registered = [], registered_algorithms()
     for spec in paper_specs():
         found = committed_results(spec.key, results_root)
         tables = read_tables(found[0]) if found else {}
@@ -668,7 +699,8 @@ def reproduction_status(results_root: str | Path | None = None) -> pd.DataFrame:
             else:
                 key = next((k for k in (table.number, csv_table_number(table.number)) if k in tables), None)  # table_II.csv or table_2.csv
                 row = summary.loc[key] if key is not None else None
-                committed, state = f"{found[1]}: " + _ours_vs_paper(row), _committed_state(row, found[1])
+                stale = stale_unbuilt_methods(tables[key], registered) if key is not None else []
+                committed, state = f"{found[1]}: " + _ours_vs_paper(row), _committed_state(row, found[1], stale)
                 if key is not None: ordering = _ordering_text(method_ordering(tables[key]))
             rows.append({"paper": spec.key, "table": table.number, "shows": table.caption, "paper's data": table.paper_data,
                          "our data (smoke)": table.smoke or "-", "our data (quick, paper)": table.real,
