@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from fastcore.basics import patch
 from tqdm.auto import tqdm
 
 from .core import (atomic_write_bytes, atomic_write_csv, atomic_write_json, check_keywords, choose_device,
@@ -36,12 +37,12 @@ from .federation import Client, FederatedData, build_federation, derive_seed
 __all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPOINT_NAME', 'ALGORITHMS', 'ALGORITHM_ENTRY_POINTS',
            'DATA_SPLITS', 'BACKENDS', 'FitIns', 'FitRes', 'EvaluateIns', 'EvaluateRes', 'message_bytes',
            'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices', 'LocalTraining', 'evaluate_model',
-           'extract_features', 'batchnorm_keys', 'Algorithm', 'summarize_evaluation', 'disconnected_clients',
-           'select_clients', 'round_half_up', 'History', 'batching_obstacles', 'batched_loss_step', 'seed_torch',
-           'fit_clients_batched', 'fit_clients', 'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint',
-           'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig',
-           'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder', 'register_backend',
-           'get_backend', 'run']
+           'extract_features', 'batchnorm_keys', 'Algorithm', 'make_evaluate_res', 'keep_personal', 'PersonalModels',
+           'summarize_evaluation', 'disconnected_clients', 'select_clients', 'round_half_up', 'History',
+           'batching_obstacles', 'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients',
+           'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round',
+           'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig', 'build_federated_data',
+           'build_model_for', 'build_algorithm', 'run_folder', 'register_backend', 'get_backend', 'run']
 
 # %% ../nbs/10_engine.ipynb #5c37ce6d
 Parameters = dict  # name -> torch.Tensor, like a (partial) state dict
@@ -159,10 +160,10 @@ class LocalTraining:
         if name == "sgd": kwargs["momentum"] = self.momentum
         return _OPTIMIZERS[name]([p for p in parameters if p.requires_grad], **kwargs)
 
-    def batches(self, num_examples: int, generator: torch.Generator) -> Iterable[torch.Tensor]:
-        "The index batches of one local update: `epochs` epochs, or exactly `steps` batches (cycling through epochs)."
-        if self.steps is None:
-            for _ in range(self.epochs): yield from batch_indices(num_examples, self.batch_size, generator)
+    def batches(self, num_examples: int, generator: torch.Generator, epochs: int | None = None) -> Iterable[torch.Tensor]:
+        "The index batches of one local update: `epochs` epochs (default the settings'), or exactly `steps` batches (cycling through epochs)."
+        if self.steps is None or epochs is not None:
+            for _ in range(self.epochs if epochs is None else epochs): yield from batch_indices(num_examples, self.batch_size, generator)
             return
         done = 0
         while done < self.steps:
@@ -223,144 +224,203 @@ class Algorithm:
 
     def __repr__(self): return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.hyperparameters().items())})"
 
-    # ---- set-up (Strategy.initialize_parameters) ----
-    def setup(self, model: nn.Module, data: FederatedData, training: LocalTraining, seed: int = 0) -> None:
-        "Attach the working model, the federation and the local-training settings, clear client states, `initialize` the server."
-        self.model, self.data, self.training, self.seed = model.to(data.device), data, training, seed
-        for client in data.clients: client.state = {}  # a new experiment starts from scratch on every client
-        self.server = {}  # ... and on the server: nothing from an earlier run of this instance survives
-        self.device = data.device
-        self._initial = get_parameters(self.model)
-        self._shared = [k for k in self._initial if self.is_shared(k)]
-        self._eval_loaded = None
-        self.initialize()
+# %% ../nbs/10_engine.ipynb #f9939bbb
+@patch
+def setup(self: Algorithm, model: nn.Module, data: FederatedData, training: LocalTraining, seed: int = 0) -> None:
+    "Attach the working model, the federation and the local-training settings, clear client states, `initialize` the server."
+    self.model, self.data, self.training, self.seed = model.to(data.device), data, training, seed
+    for client in data.clients: client.state = {}  # a new experiment starts from scratch on every client
+    self.server = {}  # ... and on the server: nothing from an earlier run of this instance survives
+    self.device = data.device
+    self._initial = get_parameters(self.model)
+    self._shared = [k for k in self._initial if self.is_shared(k)]
+    self._eval_loaded = None
+    self.initialize()
 
-    def initialize(self) -> None:
-        "Initial server state: the global parameters (the shared part of the initial model)."
-        self.server["params"] = {k: self._initial[k].clone() for k in self._shared}
+@patch
+def initialize(self: Algorithm) -> None:
+    "Initial server state: the global parameters (the shared part of the initial model)."
+    self.server["params"] = {k: self._initial[k].clone() for k in self._shared}
 
-    def is_shared(self, name: str) -> bool:
-        "Is the state-dict entry `name` sent to the server and aggregated? (BatchNorm per the `bn` policy.)"
-        if self.bn == "average": return True
-        return name not in batchnorm_keys(self.model, "buffers" if self.bn == "local_stats" else "all")
+@patch
+def is_shared(self: Algorithm, name: str) -> bool:
+    "Is the state-dict entry `name` sent to the server and aggregated? (BatchNorm per the `bn` policy.)"
+    if self.bn == "average": return True
+    return name not in batchnorm_keys(self.model, "buffers" if self.bn == "local_stats" else "all")
 
-    @property
-    def shared_keys(self) -> list[str]: return list(self._shared)
-    @property
-    def local_keys(self) -> list[str]: return [k for k in self._initial if k not in self._shared]
+@patch(as_prop=True)
+def shared_keys(self: Algorithm) -> list[str]:
+    "The state-dict entries sent to the server and averaged."
+    return list(self._shared)
 
-    def seed_for(self, *keys) -> int:
-        "A seed for the stream named by `keys` under this run's seed."
-        return derive_seed(self.seed, *keys)
+@patch(as_prop=True)
+def local_keys(self: Algorithm) -> list[str]:
+    "The state-dict entries that stay on the client (in `client.state['local']`)."
+    return [k for k in self._initial if k not in self._shared]
 
-    def generator(self, *keys) -> torch.Generator:
-        "A CPU torch generator for the stream named by `keys` (e.g. round, client id, purpose)."
-        return torch_generator(self.seed_for(*keys))
+# %% ../nbs/10_engine.ipynb #aadb0a04
+@patch
+def seed_for(self: Algorithm, *keys) -> int:
+    "A seed for the stream named by `keys` under this run's seed."
+    return derive_seed(self.seed, *keys)
 
-    # ---- server -> client (Strategy.configure_fit) ----
-    def configure_fit(self, round: int, clients: Sequence[Client]) -> list[tuple[Client, FitIns]]:
-        "One instruction per selected client."
-        return [(client, self.server_message(round, client)) for client in clients]
+@patch
+def generator(self: Algorithm, *keys) -> torch.Generator:
+    "A CPU torch generator for the stream named by `keys` (e.g. round, client id, purpose)."
+    return torch_generator(self.seed_for(*keys))
 
-    def server_message(self, round: int, client: Client) -> FitIns:
-        "What `client` receives in `round`: by default the global parameters."
-        return FitIns(parameters=self.server["params"], config={"round": round})
+# %% ../nbs/10_engine.ipynb #676f1117
+@patch
+def configure_fit(self: Algorithm, round: int, clients: Sequence[Client]) -> list[tuple[Client, FitIns]]:
+    "One instruction per selected client."
+    return [(client, self.server_message(round, client)) for client in clients]
 
-    # ---- client side (Client.fit) ----
-    def client_fit(self, client: Client, ins: FitIns) -> FitRes:
-        "A client's round: assemble its model from the message, train it locally, build what it uploads."
-        model = self.receive(client, ins)
-        metrics = self.local_update(client, model, ins)
-        return self.client_payload(client, model, ins, metrics)
+@patch
+def server_message(self: Algorithm, round: int, client: Client) -> FitIns:
+    "What `client` receives in `round`: by default the global parameters."
+    return FitIns(parameters=self.server["params"], config={"round": round})
 
-    def receive(self, client: Client, ins: FitIns | EvaluateIns) -> nn.Module:
-        "The working model loaded with the received parameters and the client's local part."
-        self._eval_loaded = None
-        set_parameters(self.model, ins.parameters)
-        set_parameters(self.model, client.state.get("local") or {k: self._initial[k] for k in self.local_keys})
-        return self.model
+# %% ../nbs/10_engine.ipynb #55b1078c
+@patch
+def client_fit(self: Algorithm, client: Client, ins: FitIns) -> FitRes:
+    "A client's round: assemble its model from the message, train it locally, build what it uploads."
+    model = self.receive(client, ins)
+    metrics = self.local_update(client, model, ins)
+    return self.client_payload(client, model, ins, metrics)
 
-    def augment(self, x: torch.Tensor) -> torch.Tensor:
-        "The federation's train-time augmentation, drawn independently for each sample of the batch (none: `x` as is)."
-        augmentation = self.data.train_augmentation
-        return x if augmentation is None else torch.stack([augmentation(image) for image in x])
+@patch
+def receive(self: Algorithm, client: Client, ins: FitIns | EvaluateIns) -> nn.Module:
+    "The working model loaded with the received parameters and the client's local part."
+    self._eval_loaded = None
+    set_parameters(self.model, ins.parameters)
+    set_parameters(self.model, client.state.get("local") or {k: self._initial[k] for k in self.local_keys})
+    return self.model
 
-    def begin_local(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
-        "Anything the loss needs besides the batch (a frozen copy of the global model, the anchor of a proximal term...)."
-        return {"client": client, "ins": ins, "round": ins.config.get("round")}
+# %% ../nbs/10_engine.ipynb #dfa50eac
+@patch
+def begin_local(self: Algorithm, client: Client, model: nn.Module, ins: FitIns) -> dict:
+    "The context of a local update: what the loss needs besides the batch, and the client's batch stream (`generator`)."
+    round = ins.config.get("round")
+    return {"client": client, "ins": ins, "round": round, "generator": self.generator(round or 0, client.id, "batches")}
 
-    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
-        "The local loss on one batch; by default the cross-entropy of the model's logits."
-        return F.cross_entropy(model(x), y)
+@patch
+def end_local(self: Algorithm, client: Client, model: nn.Module, ins: FitIns, context: dict) -> None:
+    "Called after the last local step (e.g. MOON keeps the trained model as the client's previous model)."
 
-    def end_local(self, client: Client, model: nn.Module, ins: FitIns, context: dict) -> None:
-        "Called after the last local step (e.g. MOON keeps the trained model as the client's previous model)."
+# %% ../nbs/10_engine.ipynb #dd2f1d31
+@patch
+def targets(self: Algorithm, client: Client, model: nn.Module, context: dict) -> torch.Tensor:
+    "The labels the loss trains on, (n,): the client's own (CCFC: pseudo-labels from the received model)."
+    return client.y_train
 
-    def local_update(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
-        "Local training: `training.epochs` epochs (or `steps` steps) of the optimizer on `loss`; returns the mean train loss."
-        context = self.begin_local(client, model, ins)
-        optimizer = self.training.make_optimizer(model.parameters())
-        model.train()
-        generator = self.generator(ins.config.get("round", 0), client.id, "batches")
-        total, count = torch.zeros((), device=self.device), 0
-        for index in self.training.batches(client.num_examples, generator):
-            index = index.to(self.device)
-            x, y = self.augment(client.x_train[index]), client.y_train[index]
-            loss = self.loss(model, x, y, context)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            total += loss.detach() * len(y); count += len(y)
-        self.end_local(client, model, ins, context)
-        return {"train_loss": (total / max(count, 1)).item()}
+# %% ../nbs/10_engine.ipynb #e980d30d
+@patch
+def batches(self: Algorithm, client: Client, generator: torch.Generator, epochs: int | None = None) -> Iterable[torch.Tensor]:
+    "The index batches of a local update: the settings' epochs (or steps), or `epochs` epochs for a phase of another length."
+    return self.training.batches(client.num_examples, generator, epochs)
 
-    def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
-        "What the client uploads: the shared parameters (the local part stays in `client.state`), its size, its metrics."
-        if self.local_keys: client.state["local"] = get_parameters(model, self.local_keys)
-        return FitRes(parameters=get_parameters(model, self.shared_keys), num_examples=client.num_examples, metrics=metrics)
+# %% ../nbs/10_engine.ipynb #5bb622e6
+@patch
+def make_optimizer(self: Algorithm, parameters: Iterable[nn.Parameter], context: dict) -> torch.optim.Optimizer | None:
+    "The optimiser of a local update: a fresh one of the settings over `parameters`."
+    return self.training.make_optimizer(parameters)
 
-    # ---- server aggregation (Strategy.aggregate_fit) ----
-    def aggregate_fit(self, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
-        "Sample-weighted average of the uploaded parameters into the global parameters (FedAvg); returns server metrics."
-        if results and self.shared_keys:
-            self.server["params"] = weighted_average([r.parameters for _, r in results], [r.num_examples for _, r in results])
-        return {}
+# %% ../nbs/10_engine.ipynb #08142e37
+@patch
+def augment(self: Algorithm, x: torch.Tensor) -> torch.Tensor:
+    "The federation's train-time augmentation, drawn independently for each sample of the batch (none: `x` as is)."
+    augmentation = self.data.train_augmentation
+    return x if augmentation is None else torch.stack([augmentation(image) for image in x])
 
-    # ---- evaluation (configure_evaluate / Client.evaluate / aggregate_evaluate / Strategy.evaluate) ----
-    def configure_evaluate(self, round: int, clients: Sequence[Client]) -> list[tuple[Client, EvaluateIns]]:
-        "One evaluation instruction per client: by default the global parameters."
-        ins = EvaluateIns(parameters=self.server.get("params", {}), config={"round": round})
-        return [(client, ins) for client in clients]
+@patch
+def loss(self: Algorithm, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
+    "The local loss on one batch; by default the cross-entropy of the model's logits."
+    return F.cross_entropy(model(x), y)
+
+# %% ../nbs/10_engine.ipynb #dc48551c
+@patch
+def step(self: Algorithm, model: nn.Module, optimizer: torch.optim.Optimizer | None, loss: Callable, x: torch.Tensor,
+         y: torch.Tensor, context: dict) -> torch.Tensor | None:
+    "One local step on a batch, the optimiser's step on `loss`; the batch's loss (None: the step waits for the next batch)."
+    value = loss(model, x, y, context)
+    optimizer.zero_grad(set_to_none=True)
+    value.backward()
+    optimizer.step()
+    return value
+
+# %% ../nbs/10_engine.ipynb #f9575011
+@patch
+def train_local(self: Algorithm, client: Client, model: nn.Module, context: dict, parameters: Iterable[nn.Parameter] | None = None,
+                epochs: int | None = None, loss: Callable | None = None) -> dict:
+    "The one local-training loop: `step` on every batch of augmented images and their targets; the mean training loss."
+    targets = self.targets(client, model, context)
+    optimizer = self.make_optimizer(model.parameters() if parameters is None else parameters, context)
+    model.train()
+    total, count = torch.zeros((), device=self.device), 0
+    for index in self.batches(client, context["generator"], epochs):
+        index = index.to(self.device)
+        value = self.step(model, optimizer, loss or self.loss, self.augment(client.x_train[index]), targets[index], context)
+        if value is not None: total += value.detach() * len(index); count += len(index)
+    return {"train_loss": (total / max(count, 1)).item()}
+
+@patch
+def local_update(self: Algorithm, client: Client, model: nn.Module, ins: FitIns) -> dict:
+    "A client's local training: `begin_local`, the loop over all the model's parameters, `end_local`; returns its metrics."
+    context = self.begin_local(client, model, ins)
+    metrics = self.train_local(client, model, context)
+    self.end_local(client, model, ins, context)
+    return metrics
+
+# %% ../nbs/10_engine.ipynb #db93df93
+@patch
+def client_payload(self: Algorithm, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
+    "What the client uploads: the shared parameters (the local part stays in `client.state`), its size, its metrics."
+    if self.local_keys: client.state["local"] = get_parameters(model, self.local_keys)
+    return FitRes(parameters=get_parameters(model, self.shared_keys), num_examples=client.num_examples, metrics=metrics)
+
+@patch
+def aggregate_fit(self: Algorithm, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
+    "Sample-weighted average of the uploaded parameters into the global parameters (FedAvg); returns server metrics."
+    if results and self.shared_keys:
+        self.server["params"] = weighted_average([r.parameters for _, r in results], [r.num_examples for _, r in results])
+    return {}
+
+# %% ../nbs/10_engine.ipynb #b600106a
+def make_evaluate_res(out: dict) -> EvaluateRes:
+    "The `EvaluateRes` of `evaluate_model`'s sums: mean loss, accuracy and number correct (nan without test data)."
+    n = out["num_examples"]
+    return EvaluateRes(loss=out["loss"] / n if n else float("nan"), num_examples=n,
+                       metrics={"accuracy": out["correct"] / n if n else float("nan"), "correct": out["correct"]})
+
+@patch
+def configure_evaluate(self: Algorithm, round: int, clients: Sequence[Client]) -> list[tuple[Client, EvaluateIns]]:
+    "One evaluation instruction per client: by default the global parameters."
+    ins = EvaluateIns(parameters=self.server.get("params", {}), config={"round": round})
+    return [(client, ins) for client in clients]
+
+@patch
+def client_evaluate(self: Algorithm, client: Client, ins: EvaluateIns) -> EvaluateRes:
+    "Accuracy and mean loss of the client's model (received parameters + its local part) on its test split."
+    if not (self._eval_loaded is ins.parameters and not self.local_keys):
+        self.receive(client, ins)
+        self._eval_loaded = ins.parameters
+    return make_evaluate_res(evaluate_model(self.model, client.x_test, client.y_test, self.training.eval_batch_size))
+
+# %% ../nbs/10_engine.ipynb #d9d8eee1
+def keep_personal(client: Client, model: nn.Module) -> None:
+    "Store the whole of `model` (parameters and buffers) as `client`'s personal model."
+    client.state["personal"] = get_parameters(model)
+
+class PersonalModels:
+    "Mixin for an `Algorithm`: personalised protocol, scoring `client.state['personal']` when the client has one."
+    protocol = "personalised"
 
     def client_evaluate(self, client: Client, ins: EvaluateIns) -> EvaluateRes:
-        "Accuracy and mean loss of the client's model (received parameters + its local part) on its test split."
-        if not (self._eval_loaded is ins.parameters and not self.local_keys):
-            self.receive(client, ins)
-            self._eval_loaded = ins.parameters
-        out = evaluate_model(self.model, client.x_test, client.y_test, self.training.eval_batch_size)
-        n = out["num_examples"]
-        return EvaluateRes(loss=out["loss"] / n if n else float("nan"), num_examples=n,
-                           metrics={"accuracy": out["correct"] / n if n else float("nan"), "correct": out["correct"]})
-
-    def aggregate_evaluate(self, round: int, results: Sequence[tuple[Client, EvaluateRes]]) -> dict:
-        "Round metrics from the clients' results: sample-weighted and client-mean accuracy, per-domain accuracy."
-        return summarize_evaluation(results)
-
-    def server_evaluate(self, round: int) -> dict:
-        "Centralised evaluation on the server (none by default): a dict of extra round metrics."
-        return {}
-
-    # ---- checkpointing ----
-    def state_dict(self) -> dict:
-        "Everything that must survive a restart: server state and every client's state."
-        return {"server": self.server, "clients": [c.state for c in self.data.clients]}
-
-    def load_state_dict(self, state: dict) -> None:
-        "Restore `state_dict()`."
-        if len(state["clients"]) != self.data.num_clients: raise ValueError("the checkpoint has a different number of clients")
-        self.server = state["server"]
-        for client, client_state in zip(self.data.clients, state["clients"]): client.state = client_state
+        "Accuracy and mean loss of the client's personal model (or the engine's assembly) on its own test split."
+        if "personal" not in client.state: return super().client_evaluate(client, ins)
         self._eval_loaded = None
+        set_parameters(self.model, client.state["personal"])
+        return make_evaluate_res(evaluate_model(self.model, client.x_test, client.y_test, self.training.eval_batch_size))
 
 # %% ../nbs/10_engine.ipynb #b6cad2fb
 def summarize_evaluation(results: Sequence[tuple[Client, EvaluateRes]]) -> dict:
@@ -380,6 +440,31 @@ def summarize_evaluation(results: Sequence[tuple[Client, EvaluateRes]]) -> dict:
             out[f"accuracy/{d}"] = correct[mask].sum() / n[mask].sum()
         out["accuracy_domain_mean"] = float(np.mean([out[f"accuracy/{d}"] for d in domains]))
     return {k: float(v) for k, v in out.items()}
+
+# %% ../nbs/10_engine.ipynb #6b323325
+@patch
+def aggregate_evaluate(self: Algorithm, round: int, results: Sequence[tuple[Client, EvaluateRes]]) -> dict:
+    "Round metrics from the clients' results: sample-weighted and client-mean accuracy, per-domain accuracy."
+    return summarize_evaluation(results)
+
+@patch
+def server_evaluate(self: Algorithm, round: int) -> dict:
+    "Centralised evaluation on the server (none by default): a dict of extra round metrics."
+    return {}
+
+# %% ../nbs/10_engine.ipynb #92c96aa0
+@patch
+def state_dict(self: Algorithm) -> dict:
+    "Everything that must survive a restart: server state and every client's state."
+    return {"server": self.server, "clients": [c.state for c in self.data.clients]}
+
+@patch
+def load_state_dict(self: Algorithm, state: dict) -> None:
+    "Restore `state_dict()`."
+    if len(state["clients"]) != self.data.num_clients: raise ValueError("the checkpoint has a different number of clients")
+    self.server = state["server"]
+    for client, client_state in zip(self.data.clients, state["clients"]): client.state = client_state
+    self._eval_loaded = None
 
 # %% ../nbs/10_engine.ipynb #56fe9610
 def disconnected_clients(num_clients: int, rate: float, seed: int) -> np.ndarray:
@@ -491,7 +576,8 @@ class History:
 
 # %% ../nbs/10_engine.ipynb #b1a7c002
 CLIENT_BATCHING = ("auto", "batched", "sequential")
-_CLIENT_HOOKS = ("client_fit", "receive", "begin_local", "loss", "end_local", "local_update", "augment", "client_payload")
+_CLIENT_HOOKS = ("client_fit", "receive", "begin_local", "loss", "end_local", "local_update", "augment", "client_payload",
+                 "train_local", "targets", "batches", "make_optimizer", "step")
 _RANDOM_LAYERS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 
 def _replaced_hooks(algorithm: Algorithm) -> list[str]:
@@ -580,7 +666,7 @@ def fit_clients_batched(algorithm: Algorithm, round: int, instructions: Sequence
                         group_size: int | None = None) -> list[tuple[Client, FitRes]]:
     "Every instructed client's local SGD, a group of clients at a time as one vectorised computation: (client, FitRes) in order."
     training = algorithm.training
-    plans = [(client, ins, list(training.batches(client.num_examples, algorithm.generator(ins.config.get("round", 0), client.id, "batches"))))
+    plans = [(client, ins, list(algorithm.batches(client, algorithm.generator(ins.config.get("round", 0), client.id, "batches"))))
              for client, ins in instructions]
     order = sorted(range(len(plans)), key=lambda i: -len(plans[i][2]))     # most steps first (stable)
     size = group_size or max(1, BATCHED_SAMPLES_PER_STEP // training.batch_size)

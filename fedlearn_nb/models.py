@@ -21,12 +21,12 @@ from torch import nn
 
 # %% auto #0
 __all__ = ['CCFC_LATENT_DIM', 'CPCFL_HEAD_HIDDEN_DIMS', 'CPCFL_ENCODERS', 'BACKBONES', 'WEIGHTS_DIR_VARIABLE', 'MODEL_BUILDERS',
-           'MODEL_ALIASES', 'SplitModel', 'count_parameters', 'conv_output_size', 'count_multiply_adds',
-           'feature_dim_of', 'SimpleCNN', 'resnet_features', 'ResNetClassifier', 'CCFCSimSiam', 'cpcfl_encoder', 'mlp',
-           'CPCFLNet', 'ContrastivePretrainNet', 'vit_tiny_features', 'backbone_architecture', 'weights_folder',
-           'resolve_weights_path', 'find_backbone_weights', 'read_state_dict', 'load_backbone_weights', 'InputCheck',
-           'pretrained_backbone', 'FrozenBackboneMLP', 'register_model', 'available_models', 'build_model',
-           'check_model_contract', 'has_batchnorm', 'trainable_state_keys']
+           'MODEL_ALIASES', 'SplitModel', 'is_feature_key', 'is_head_key', 'count_parameters', 'conv_output_size',
+           'count_multiply_adds', 'feature_dim_of', 'SimpleCNN', 'resnet_features', 'ResNetClassifier', 'CCFCSimSiam',
+           'cpcfl_encoder', 'mlp', 'CPCFLNet', 'ContrastivePretrainNet', 'vit_tiny_features', 'backbone_architecture',
+           'weights_folder', 'resolve_weights_path', 'find_backbone_weights', 'read_state_dict',
+           'load_backbone_weights', 'InputCheck', 'pretrained_backbone', 'FrozenBackboneMLP', 'register_model',
+           'available_models', 'build_model', 'check_model_contract', 'has_batchnorm', 'trainable_state_keys']
 
 # %% ../nbs/04_models.ipynb #a07d00f5
 class SplitModel(nn.Module):
@@ -44,6 +44,15 @@ class SplitModel(nn.Module):
         return features, self.head(features)
 
     def extra_repr(self) -> str: return f"feature_dim={self.feature_dim}"
+
+# %% ../nbs/04_models.ipynb #5517d0e7
+def is_feature_key(name: str) -> bool:
+    "Does the state-dict entry `name` belong to the representation layers (`features.`)?"
+    return name.startswith("features.")
+
+def is_head_key(name: str) -> bool:
+    "Does the state-dict entry `name` belong to the head (`head.`)?"
+    return name.startswith("head.")
 
 # %% ../nbs/04_models.ipynb #85af6ec8
 def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:

@@ -28,7 +28,7 @@ def test_ccfc_beats_kfed_nmi_on_the_embedded_digits_at_p0(digits):
     kfed = run_experiment(KFed(), digits, RawFeatures.for_data(digits), rounds=1, progress=False)[-1]["nmi"]
     seed_everything(0)
     model = ccfc_mlp(16 * 16, hidden_dim=256, latent_dim=64, predictor_hidden_dim=16)
-    ccfc = CCFC(lam=0.001, pretrain_rounds=8, blur_probability=0.0, view_scale=(0.7, 1.0), kmeans_n_init=3)
+    ccfc = CCFC(lambda_=0.001, pretrain_rounds=8, blur_probability=0.0, view_scale=(0.7, 1.0), kmeans_n_init=3)
     training = LocalTraining(epochs=3, batch_size=32, optimizer="sgd", lr=0.1, momentum=0.9)
     history = run_experiment(ccfc, digits, model, rounds=14, training=training, eval_every=14, seed=0, progress=False)
     for client in digits: client.state.clear()

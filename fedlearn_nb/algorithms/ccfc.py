@@ -8,7 +8,6 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/ccfc.html.md"""
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -16,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from ..engine import (Client, EvaluateIns, FitIns, FitRes, LocalTraining, get_parameters, register_algorithm)
+from ..engine import Client, EvaluateIns, FitIns, FitRes, get_parameters, register_algorithm
 from ..models import SplitModel
 from .federated_clustering import FederatedClustering, kmeans
 from ..losses import ccfc_model_contrastive_loss, cluster_contrastive_loss, simsiam_loss
@@ -29,23 +28,13 @@ __all__ = ['CONTRASTS', 'REGULARISER_WEIGHTINGS', 'CCFC', 'SCFC', 'ccfc_mlp', 'c
 CONTRASTS = ("cluster", "sample")
 REGULARISER_WEIGHTINGS = ("cluster", "batch")
 
-class _ResumingOptimizer:
-    "Local-training settings whose optimiser resumes a client's saved state (the CCFC code keeps Adam across rounds)."
-    def __init__(self, training: LocalTraining, state: dict | None):
-        self._training, self._state, self.optimizer = training, state, None
-    def __getattr__(self, name): return getattr(self._training, name)
-    def make_optimizer(self, parameters) -> torch.optim.Optimizer:
-        self.optimizer = self._training.make_optimizer(parameters)
-        if self._state is not None: self.optimizer.load_state_dict(self._state)
-        return self.optimizer
-
 # %% ../../nbs/44_ccfc.ipynb #c8a53233
 @register_algorithm
 class CCFC(FederatedClustering):
     "CCFC: pseudo-labels by Eq. 3, cluster-contrastive + λ model-contrastive local training, FedAvg + k-means of local centroids."
     name = "ccfc"
 
-    def __init__(self, lam: float = 0.001, contrast: str = "cluster", pretrain_rounds: int = 0, federated: bool = True,
+    def __init__(self, lambda_: float = 0.001, contrast: str = "cluster", pretrain_rounds: int = 0, federated: bool = True,
                  self_pairs: bool = False, regulariser_weighting: str = "cluster", persistent_optimizer: bool = False,
                  num_clusters: int | None = None, normalize: bool = True, distance: str = "cosine", kmeans_n_init: int = 10,
                  keep_local_models: bool = False, view_scale: tuple[float, float] = (0.5, 1.0), view_degrees: float = 10.0,
@@ -54,10 +43,10 @@ class CCFC(FederatedClustering):
         if contrast not in CONTRASTS: raise ValueError(f"contrast must be one of {CONTRASTS} ('cluster': CCFC, 'sample': SCFC), got {contrast!r}")
         if regulariser_weighting not in REGULARISER_WEIGHTINGS:
             raise ValueError(f"regulariser_weighting must be one of {REGULARISER_WEIGHTINGS}, got {regulariser_weighting!r}")
-        if isinstance(lam, bool) or not float(lam) >= 0: raise ValueError(f"lam (the λ of Eq. 4) must be a number >= 0, got {lam!r}")
+        if isinstance(lambda_, bool) or not float(lambda_) >= 0: raise ValueError(f"lambda_ (the λ of Eq. 4) must be a number >= 0, got {lambda_!r}")
         if isinstance(pretrain_rounds, bool) or int(pretrain_rounds) != pretrain_rounds or pretrain_rounds < 0:
             raise ValueError(f"pretrain_rounds must be an integer >= 0, got {pretrain_rounds!r}")
-        self.lam, self.contrast, self.pretrain_rounds, self.federated = float(lam), contrast, int(pretrain_rounds), bool(federated)
+        self.lambda_, self.contrast, self.pretrain_rounds, self.federated = float(lambda_), contrast, int(pretrain_rounds), bool(federated)
         self.self_pairs, self.regulariser_weighting = bool(self_pairs), regulariser_weighting
         self.persistent_optimizer, self.keep_local_models = bool(persistent_optimizer), bool(keep_local_models)
         self.view_scale, self.view_degrees = tuple(float(v) for v in view_scale), float(view_degrees)
@@ -107,34 +96,35 @@ class CCFC(FederatedClustering):
             client.state["centroids"] = self.local_kmeans(self.embed(model, client.x_train), 0, client.id)
         return client.state["centroids"]
 
-    def local_update(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
-        "Pseudo-label the client's data by Eq. 3 with the received model, then train on them (the true labels are never seen)."
-        if self.phase(ins.config.get("round", 0)) == "cluster":
-            centroids = ins.payload["centroids"] if self.federated else self.centroids_for(client)
-            pseudo_labels = self.assign(self.embed(model, client.x_train), centroids)      # Eq. 3 with f^g
-        else: pseudo_labels = torch.zeros_like(client.y_train)                            # SimSiam needs no labels
-        unlabelled = dataclasses.replace(client, y_train=pseudo_labels.to(client.y_train.device))
-        return super().local_update(unlabelled, model, ins)
+    def targets(self, client: Client, model: nn.Module, context: dict) -> torch.Tensor:
+        "Pseudo-labels of the client's data by Eq. 3 with the received model (the true labels are never seen)."
+        if context["phase"] != "cluster": return torch.zeros_like(client.y_train)            # SimSiam needs no labels
+        centroids = context["ins"].payload["centroids"] if self.federated else self.centroids_for(client)
+        return self.assign(self.embed(model, client.x_train), centroids).to(client.y_train.device)  # Eq. 3 with f^g
 
     def begin_local(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
         "The round's phase, the augmentation stream, a frozen copy of the received (global) model for the regulariser."
         context = super().begin_local(client, model, ins)
         round = ins.config.get("round", 0)
         context["phase"], context["views"] = self.phase(round), self.generator(round, client.id, "views")
-        if self.lam > 0:
+        if self.lambda_ > 0:
             frozen = copy.deepcopy(model).eval()
             for parameter in frozen.parameters(): parameter.requires_grad_(False)
             context["global_model"] = frozen
-        if self.persistent_optimizer:
-            self._plain_training = self.training
-            self.training = _ResumingOptimizer(self._plain_training, client.state.get("optimizer"))
         return context
+
+    def make_optimizer(self, parameters, context: dict) -> torch.optim.Optimizer:
+        "The settings' optimiser; with `persistent_optimizer`, resuming the client's state of its last round (the CCFC code keeps Adam)."
+        optimizer = super().make_optimizer(parameters, context)
+        if self.persistent_optimizer:
+            if "optimizer" in context["client"].state: optimizer.load_state_dict(context["client"].state["optimizer"])
+            context["optimizer"] = optimizer
+        return optimizer
 
     def end_local(self, client: Client, model: nn.Module, ins: FitIns, context: dict) -> None:
         "Keep the client's optimiser state when it persists across rounds."
-        if isinstance(self.training, _ResumingOptimizer):
-            client.state["optimizer"] = self.training.optimizer.state_dict()
-            self.training = self._plain_training
+        if self.persistent_optimizer: client.state["optimizer"] = context["optimizer"].state_dict()
+        super().end_local(client, model, ins, context)
 
     def view(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         "One augmented view of a batch (SimSiam's positive pairs)."
@@ -151,7 +141,7 @@ class CCFC(FederatedClustering):
             if frozen is not None:
                 with torch.no_grad(): global_predictions = frozen(x)                     # p^g, Eq. 7
                 weighting = y if self.regulariser_weighting == "cluster" else None
-                loss = loss + self.lam * ccfc_model_contrastive_loss(predictions, global_predictions, weighting)
+                loss = loss + self.lambda_ * ccfc_model_contrastive_loss(predictions, global_predictions, weighting)
             return loss
         view_1, view_2 = self.view(x, context["views"]), self.view(x, context["views"])
         latents_1, latents_2 = model.features(view_1), model.features(view_2)
@@ -159,7 +149,7 @@ class CCFC(FederatedClustering):
         loss = simsiam_loss(predictions_1, predictions_2, latents_1, latents_2)
         if frozen is not None:
             with torch.no_grad(): global_1, global_2 = frozen(view_1), frozen(view_2)
-            loss = loss + self.lam * 0.5 * (ccfc_model_contrastive_loss(predictions_1, global_1) + ccfc_model_contrastive_loss(predictions_2, global_2))
+            loss = loss + self.lambda_ * 0.5 * (ccfc_model_contrastive_loss(predictions_1, global_1) + ccfc_model_contrastive_loss(predictions_2, global_2))
         return loss
 
     def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
@@ -175,10 +165,10 @@ class CCFC(FederatedClustering):
 class SCFC(CCFC):
     "SCFC: CCFC reverted to SimSiam (two augmented views of an image are the positive pair), CCFC's sample-contrastive baseline."
     name = "scfc"
-    def __init__(self, lam: float = 0.001, **kwargs):
+    def __init__(self, lambda_: float = 0.001, **kwargs):
         if kwargs.get("contrast", "sample") != "sample": raise ValueError("SCFC is the sample contrast; use CCFC for contrast='cluster'")
         kwargs.pop("contrast", None)
-        super().__init__(lam=lam, contrast="sample", **kwargs)
+        super().__init__(lambda_=lambda_, contrast="sample", **kwargs)
 
 # %% ../../nbs/44_ccfc.ipynb #cb603c22
 def ccfc_mlp(in_features: int, hidden_dim: int = 256, latent_dim: int = 64, predictor_hidden_dim: int = 16) -> SplitModel:

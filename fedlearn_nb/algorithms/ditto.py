@@ -11,10 +11,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import Client, FitIns, batch_indices, get_parameters, register_algorithm, set_parameters
+from ..engine import (Client, FitIns, PersonalModels, get_parameters, keep_personal, register_algorithm,
+                                set_parameters)
 from .fedavg import FedAvg
 from ..losses import proximal_term
-from .personalised import PersonalModels, keep_personal, train_on_batches
 
 @register_algorithm
 class Ditto(PersonalModels, FedAvg):
@@ -34,11 +34,10 @@ class Ditto(PersonalModels, FedAvg):
     def local_update(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
         "Train the personal model v_k towards w^t, keep it; then train a copy of w^t as FedAvg does."
         received = get_parameters(model)
-        context = {"anchor": [p.detach().clone() for p in model.parameters()]}
+        context = {**self.begin_local(client, model, ins), "anchor": [p.detach().clone() for p in model.parameters()],
+                   "generator": self.generator(ins.config.get("round", 0), client.id, "personal")}  # a batch stream of its own
         set_parameters(model, client.state.get("personal", received))
-        generator = self.generator(ins.config.get("round", 0), client.id, "personal")
-        batches = [b for _ in range(self.personal_epochs) for b in batch_indices(client.num_examples, self.training.batch_size, generator)]
-        train_on_batches(self, client, model, model.parameters(), batches, context, loss=self.personal_loss)
+        self.train_local(client, model, context, epochs=self.personal_epochs, loss=self.personal_loss)
         keep_personal(client, model)
         set_parameters(model, received)
         return super().local_update(client, model, ins)

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from ..engine import Client, FitIns, batch_indices, get_parameters, register_algorithm, set_parameters
 from .fedavg import FedAvg
-from .personalised import PersonalModels, keep_personal
+from ..engine import PersonalModels, keep_personal
 
 # %% auto #0
 __all__ = ['ala_weight_step', 'ala_combine', 'higher_layer_keys', 'adaptive_local_aggregation', 'FedALA']

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from ..engine import Client, FitIns, FitRes, Parameters, register_algorithm, set_parameters
 from .fedavg import FedAvg
 from ..losses import proximal_term
-from .personalised import PersonalModels, keep_personal
+from ..engine import PersonalModels, keep_personal
 
 # %% auto #0
 __all__ = ['flatten_parameters', 'attention_weights', 'combine_models', 'FedAMP']

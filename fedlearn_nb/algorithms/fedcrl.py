@@ -18,7 +18,8 @@ from ..engine import (Client, EvaluateIns, FitIns, FitRes, Parameters, extract_f
                                 set_parameters)
 from ..losses import aggregate_prototypes, class_prototypes, fedcrl_contrastive_loss
 from .fedavg import FedAvg
-from .personalised import PersonalModels, is_feature_key, keep_personal
+from ..engine import PersonalModels, keep_personal
+from ..models import is_feature_key
 
 # %% auto #0
 __all__ = ['aggregate_representations', 'loss_wise_weight', 'mix_parameters', 'FedCRL']

@@ -17,7 +17,7 @@ from ..engine import (Client, FitIns, FitRes, batch_indices, extract_features, g
                                 seed_torch, set_parameters)
 from .fedavg import FedAvg
 from ..losses import class_prototypes
-from .personalised import is_head_key
+from ..models import is_head_key
 
 # %% auto #0
 __all__ = ['train_header', 'FedGH']

@@ -15,11 +15,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from scipy.optimize import minimize
 
-from ..engine import (Client, EvaluateIns, FitIns, FitRes, batch_indices, extract_features, get_parameters,
-                                register_algorithm, set_parameters, weighted_average)
+from ..engine import (Client, EvaluateIns, FitIns, FitRes, extract_features, get_parameters, register_algorithm,
+                                set_parameters, weighted_average)
+from ..models import is_feature_key, is_head_key
 from .fedavg import FedAvg
 from ..losses import aggregate_prototypes, class_prototypes
-from .personalised import is_feature_key, is_head_key, train_on_batches
 
 # %% auto #0
 __all__ = ['alignment_loss', 'feature_statistics', 'prior_weighted_means', 'collaboration_matrix', 'solve_simplex_qp', 'FedPAC']
@@ -128,14 +128,11 @@ class FedPAC(FedAvg):
     def local_update(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
         "`head_epochs` of CE on the classifier (extractor frozen), then the local epochs of Eq. 4 on the extractor."
         context = self.begin_local(client, model, ins)
-        generator = self.generator(ins.config.get("round", 0), client.id, "batches")
-        head_batches = [b for _ in range(self.head_epochs) for b in batch_indices(client.num_examples, self.training.batch_size, generator)]
-        train_on_batches(self, client, model, model.head.parameters(), head_batches, context,
-                         loss=lambda m, x, y, c: F.cross_entropy(m(x), y))
-        total, count = train_on_batches(self, client, model, model.features.parameters(),
-                                        self.training.batches(client.num_examples, generator), context)
+        self.train_local(client, model, context, model.head.parameters(), epochs=self.head_epochs,
+                         loss=lambda model, x, y, context: F.cross_entropy(model(x), y))
+        metrics = self.train_local(client, model, context, model.features.parameters())
         self.end_local(client, model, ins, context)
-        return {"train_loss": total / max(count, 1)}
+        return metrics
 
     def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
         "The extractor, plus the classifier, the class feature means and counts, and V_i."

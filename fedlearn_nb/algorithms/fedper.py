@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..engine import register_algorithm
 from .fedavg import FedAvg
-from .personalised import is_feature_key
+from ..models import is_feature_key
 
 @register_algorithm
 class FedPer(FedAvg):

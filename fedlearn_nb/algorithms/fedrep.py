@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import torch.nn as nn
 
-from ..engine import Client, FitIns, batch_indices, register_algorithm
+from ..engine import Client, FitIns, register_algorithm
 from .fedper import FedPer
-from .personalised import train_on_batches
 
 @register_algorithm
 class FedRep(FedPer):
@@ -26,13 +25,10 @@ class FedRep(FedPer):
     def local_update(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
         "`head_epochs` epochs on the head, then the local-training epochs on the representation layers."
         context = self.begin_local(client, model, ins)
-        generator = self.generator(ins.config.get("round", 0), client.id, "batches")
-        head_batches = [b for _ in range(self.head_epochs) for b in batch_indices(client.num_examples, self.training.batch_size, generator)]
-        train_on_batches(self, client, model, model.head.parameters(), head_batches, context)
-        total, count = train_on_batches(self, client, model, model.features.parameters(),
-                                        self.training.batches(client.num_examples, generator), context)
+        self.train_local(client, model, context, model.head.parameters(), epochs=self.head_epochs)
+        metrics = self.train_local(client, model, context, model.features.parameters())
         self.end_local(client, model, ins, context)
-        return {"train_loss": total / max(count, 1)}
+        return metrics
 
 # %% auto #0
 __all__ = ['FedRep']

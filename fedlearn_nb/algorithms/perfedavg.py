@@ -11,7 +11,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import Client, EvaluateIns, EvaluateRes, FitIns, batch_indices, evaluate_model, register_algorithm
+from ..engine import (Client, EvaluateIns, EvaluateRes, batch_indices, evaluate_model, make_evaluate_res,
+                                register_algorithm)
 from .fedavg import FedAvg
 
 def sgd_step(model: nn.Module, loss: torch.Tensor, step_size: float) -> None:
@@ -30,25 +31,27 @@ class PerFedAvg(FedAvg):
         if alpha <= 0 or beta <= 0: raise ValueError(f"alpha and beta must be positive, got {alpha}, {beta}")
         self.alpha, self.beta = alpha, beta
 
-    def local_update(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
-        "For each pair of batches: an alpha step on the first, then the beta step with the gradient at the adapted point."
-        context = self.begin_local(client, model, ins)
-        model.train()
-        generator = self.generator(ins.config.get("round", 0), client.id, "batches")
-        batches = list(self.training.batches(client.num_examples, generator))
-        if len(batches) % 2: batches.append(batches[0])
-        total, count = 0.0, 0
-        for first, second in zip(batches[0::2], batches[1::2]):
-            saved = [p.detach().clone() for p in model.parameters()]
-            sgd_step(model, self.loss(model, client.x_train[first], client.y_train[first], context), self.alpha)
-            loss = self.loss(model, client.x_train[second], client.y_train[second], context)
-            grads = torch.autograd.grad(loss, list(model.parameters()))
-            with torch.no_grad():
-                torch._foreach_copy_(list(model.parameters()), saved)
-                torch._foreach_add_(list(model.parameters()), list(grads), alpha=-self.beta)
-            total += loss.item() * len(second); count += len(second)
-        self.end_local(client, model, ins, context)
-        return {"train_loss": total / max(count, 1)}
+    def batches(self, client: Client, generator: torch.Generator, epochs: int | None = None) -> list[torch.Tensor]:
+        "The local batches, taken in pairs: an odd last batch pairs with the first."
+        batches = list(super().batches(client, generator, epochs))
+        return batches + batches[:1] if len(batches) % 2 else batches
+
+    def make_optimizer(self, parameters, context: dict) -> None:
+        "None: the alpha and beta steps are plain gradient steps, whatever the configured optimiser."
+        return None
+
+    def step(self, model: nn.Module, optimizer, loss, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor | None:
+        "The first batch of a pair waits; on the second, an alpha step on the first, then the beta step from the start."
+        if "first" not in context: context["first"] = (x, y); return None
+        first_x, first_y = context.pop("first")
+        start = [p.detach().clone() for p in model.parameters()]
+        sgd_step(model, loss(model, first_x, first_y, context), self.alpha)
+        value = loss(model, x, y, context)
+        grads = torch.autograd.grad(value, list(model.parameters()))
+        with torch.no_grad():
+            torch._foreach_copy_(list(model.parameters()), start)
+            torch._foreach_add_(list(model.parameters()), list(grads), alpha=-self.beta)
+        return value
 
     def client_evaluate(self, client: Client, ins: EvaluateIns) -> EvaluateRes:
         "The global model after one alpha step on a mini-batch of the client's training data, on its test split."
@@ -58,10 +61,7 @@ class PerFedAvg(FedAvg):
         index = batch_indices(client.num_examples, self.training.batch_size, generator)[0].to(self.device)
         model.train()
         sgd_step(model, self.loss(model, client.x_train[index], client.y_train[index], {}), self.alpha)
-        out = evaluate_model(model, client.x_test, client.y_test, self.training.eval_batch_size)
-        n = out["num_examples"]
-        return EvaluateRes(loss=out["loss"] / n if n else float("nan"), num_examples=n,
-                           metrics={"accuracy": out["correct"] / n if n else float("nan"), "correct": out["correct"]})
+        return make_evaluate_res(evaluate_model(model, client.x_test, client.y_test, self.training.eval_batch_size))
 
 # %% auto #0
 __all__ = ['sgd_step', 'PerFedAvg']

@@ -11,15 +11,12 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn as nn
 
-from ..engine import (Algorithm, Client, EvaluateIns, EvaluateRes, FederatedData, evaluate_model, get_parameters,
-                                set_parameters)
+from ..federation import FederatedData
 from ..partition import partition_labels
 
 # %% auto #0
-__all__ = ['PERSONALISED_TEST_FRACTION', 'personalised_partition', 'personalised_federation', 'keep_personal', 'PersonalModels',
-           'is_feature_key', 'is_head_key', 'train_on_batches']
+__all__ = ['PERSONALISED_TEST_FRACTION', 'personalised_partition', 'personalised_federation']
 
 # %% ../../nbs/30_personalised.ipynb #5416fefa
 PERSONALISED_TEST_FRACTION = 0.25  # FedCRL §V-A: 75 % of each client's data for training, 25 % for testing
@@ -44,49 +41,3 @@ def personalised_federation(data, setting: str, num_clients: int, seed: int = 0,
     parts = personalised_partition(data.y.cpu().numpy(), setting, num_clients, seed=seed, **partition_kwargs)
     return FederatedData.from_partition(data, parts, test_fraction=test_fraction, seed=seed, device=device,
                                         name=name or f"{getattr(data, 'name', 'data')}-{setting}")
-
-# %% ../../nbs/30_personalised.ipynb #17a8a179
-def keep_personal(client: Client, model: nn.Module) -> None:
-    "Store the whole of `model` (parameters and buffers) as `client`'s personal model."
-    client.state["personal"] = get_parameters(model)
-
-class PersonalModels:
-    "Mixin for an `Algorithm`: personalised protocol, scoring `client.state['personal']` when the client has one."
-    protocol = "personalised"
-
-    def client_evaluate(self, client: Client, ins: EvaluateIns) -> EvaluateRes:
-        "Accuracy and mean loss of the client's personal model (or the engine's assembly) on its own test split."
-        if "personal" not in client.state: return super().client_evaluate(client, ins)
-        self._eval_loaded = None
-        set_parameters(self.model, client.state["personal"])
-        out = evaluate_model(self.model, client.x_test, client.y_test, self.training.eval_batch_size)
-        n = out["num_examples"]
-        return EvaluateRes(loss=out["loss"] / n if n else float("nan"), num_examples=n,
-                           metrics={"accuracy": out["correct"] / n if n else float("nan"), "correct": out["correct"]})
-
-# %% ../../nbs/30_personalised.ipynb #d45a3d54
-def is_feature_key(name: str) -> bool:
-    "Does the state-dict entry `name` belong to the representation layers (`features.`)?"
-    return name.startswith("features.")
-
-def is_head_key(name: str) -> bool:
-    "Does the state-dict entry `name` belong to the head (`head.`)?"
-    return name.startswith("head.")
-
-# %% ../../nbs/30_personalised.ipynb #8f9dc303
-def train_on_batches(algorithm: Algorithm, client: Client, model: nn.Module, parameters, batches, context: dict,
-                     loss=None) -> tuple[float, int]:
-    "Optimise `parameters` of `model` with a fresh optimizer on `loss` (default `algorithm.loss`) over index `batches`; (loss sum, count)."
-    loss = loss or algorithm.loss
-    optimizer = algorithm.training.make_optimizer(parameters)
-    model.train()
-    total, count = torch.zeros((), device=algorithm.device), 0
-    for index in batches:
-        index = index.to(algorithm.device)
-        x, y = client.x_train[index], client.y_train[index]
-        value = loss(model, x, y, context)
-        model.zero_grad(set_to_none=True)
-        value.backward()
-        optimizer.step()
-        total += value.detach() * len(y); count += len(y)
-    return float(total), count

@@ -13,10 +13,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import Client, FitIns, FitRes, register_algorithm
+from ..engine import Client, FitIns, FitRes, PersonalModels, keep_personal, register_algorithm
 from .fedavg import FedAvg
 from ..losses import proximal_term
-from .personalised import PersonalModels, keep_personal
 
 @register_algorithm
 class PFedMe(PersonalModels, FedAvg):
@@ -31,26 +30,29 @@ class PFedMe(PersonalModels, FedAvg):
         if personal_lr <= 0 or beta <= 0: raise ValueError(f"personal_lr and beta must be positive, got {personal_lr}, {beta}")
         self.lambda_, self.inner_steps, self.personal_lr, self.beta = lambda_, inner_steps, personal_lr, beta
 
-    def local_update(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
-        "Per batch: K SGD steps on CE + lambda/2 ||theta - w||^2, then w <- w - lr lambda (w - theta); upload w."
-        context = self.begin_local(client, model, ins)
-        local = [p.detach().clone() for p in model.parameters()]  # w_{k,r}; the model's parameters are theta
-        optimizer = torch.optim.SGD(model.parameters(), lr=self.personal_lr)
-        model.train()
-        generator = self.generator(ins.config.get("round", 0), client.id, "batches")
-        total, count = torch.zeros((), device=self.device), 0
-        for index in self.training.batches(client.num_examples, generator):
-            index = index.to(self.device)
-            x, y = client.x_train[index], client.y_train[index]
-            for _ in range(self.inner_steps):
-                loss = self.loss(model, x, y, context) + self.lambda_ * proximal_term(model, local)
-                optimizer.zero_grad(set_to_none=True); loss.backward(); optimizer.step()
-            with torch.no_grad(): torch._foreach_add_(local, torch._foreach_sub(local, [p.detach() for p in model.parameters()]), alpha=-self.training.lr * self.lambda_)
-            total += loss.detach() * len(y); count += len(y)
-        keep_personal(client, model)  # theta-hat: the personalised model
-        with torch.no_grad(): torch._foreach_copy_([p for p in model.parameters()], local)  # upload w_{k,R}
-        self.end_local(client, model, ins, context)
-        return {"train_loss": (total / max(count, 1)).item()}
+    def begin_local(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
+        "The local model w_{k,0} = w^t, kept apart: the model's own parameters are the personal theta."
+        context = super().begin_local(client, model, ins)
+        context["local"] = [p.detach().clone() for p in model.parameters()]
+        return context
+
+    def make_optimizer(self, parameters, context: dict) -> torch.optim.Optimizer:
+        "Plain SGD at the personal learning rate, for the inner problem."
+        return torch.optim.SGD(parameters, lr=self.personal_lr)
+
+    def step(self, model: nn.Module, optimizer, loss, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
+        "One batch: K SGD steps on the loss + lambda/2 ||theta - w||^2, then w <- w - lr lambda (w - theta)."
+        local = context["local"]
+        inner = lambda model, x, y, context: loss(model, x, y, context) + self.lambda_ * proximal_term(model, local)
+        for _ in range(self.inner_steps): value = super().step(model, optimizer, inner, x, y, context)
+        with torch.no_grad(): torch._foreach_add_(local, torch._foreach_sub(local, [p.detach() for p in model.parameters()]), alpha=-self.training.lr * self.lambda_)
+        return value
+
+    def end_local(self, client: Client, model: nn.Module, ins: FitIns, context: dict) -> None:
+        "Keep theta-hat as the client's personal model; the model goes back to w_{k,R}, which is uploaded."
+        keep_personal(client, model)
+        with torch.no_grad(): torch._foreach_copy_(list(model.parameters()), context["local"])
+        super().end_local(client, model, ins, context)
 
     def aggregate_fit(self, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
         "w^{t+1} = (1 - beta) w^t + beta * (size-weighted average of the clients' w)."
