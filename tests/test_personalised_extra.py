@@ -39,3 +39,25 @@ def test_bad_hyperparameters_say_what_is_wrong():
     with pytest.raises(ValueError, match="sample_fraction"): FedALA(sample_fraction=1.5)
     with pytest.raises(ValueError, match="server_epochs"): FedGH(server_epochs=0)
     with pytest.raises(ValueError, match="head_epochs"): FedPAC(head_epochs=0)
+
+
+@pytest.mark.parametrize("name,options,passes", [
+    ("fedrep", {"head_epochs": 2}, 2 + 1),        # two head epochs, then one epoch of the representation
+    ("fedpac", {"head_epochs": 1}, 1 + 1),
+    ("ditto", {"personal_epochs": 2}, 2 + 1),     # two epochs of the personal model, then FedAvg's epoch
+    ("pfedme", {}, 1),
+    ("perfedavg", {}, 1),
+])
+def test_every_phase_of_local_training_sees_the_train_time_augmentation(name, options, passes):
+    "The one local loop augments every training sample of every phase (the personalised methods' own loops did not)."
+    from toys import TinyNet, toy_federation
+    from fedlearn_nb.core import seed_everything
+    from fedlearn_nb.engine import LocalTraining, get_algorithm, run_experiment
+    fed, seen = toy_federation(clients=4, n=160), []
+    fed.train_augmentation = lambda image: seen.append(image.shape) or image.flip(-1)
+    seed_everything(0)
+    run_experiment(get_algorithm(name)(**options), fed, TinyNet(), rounds=1, training=LocalTraining(batch_size=16, lr=0.05),
+                   progress=False)
+    extra = 16 if name == "perfedavg" else 0    # 40 examples a client: batches of 16, 16, 8, and the first again to make a pair
+    assert len(seen) == 4 * (passes * 40 + extra)
+    assert all(shape == (1, 2, 4) for shape in seen)
