@@ -882,7 +882,8 @@ def check_options(given: Mapping[str, Any], function: Callable, set_here: Mappin
     if missing: raise TypeError(f"{what}: {', '.join(map(repr, missing))} must be given (e.g. {{{missing[0]!r}: ...}})")
 
 DATA_SPLITS = ("train", "all")
-_LATER_FIELDS = {"data_split": "train", "per_class": None, "encoder_input": {}, "pooled": None, "model_seed": None}  # name a run only when set
+_LATER_FIELDS = {"data_split": "train", "per_class": None, "encoder_input": {}, "pooled": None, "model_seed": None,
+                 "encoder_path": None}  # name a run only when set
 
 @dataclass
 class RunConfig:
@@ -921,6 +922,7 @@ class RunConfig:
     encoder_input: dict = field(default_factory=dict)  # resize every client's images for an encoder: to_encoder_input's options
     pooled: str | None = None             # "all" or "domain": pool the clients into one, or one per domain (group)
     model_seed: int | None = None         # the seed of the model's initial weights; None: derived from `seed`
+    encoder_path: str | None = None       # a saved encoder (selfsupervised.save_encoder) loaded into the model's features
 
     def __post_init__(self):
         from fedlearn_nb.federation import POOLING, SCHEMES
@@ -1029,6 +1031,9 @@ def build_model_for(config: RunConfig, data: FederatedData) -> nn.Module:
                              f"drop it from model_kwargs, or choose data with {key}={config.model_kwargs[key]!r}")
     seed = derive_seed(config.seed, "model") % 2**32 if config.model_seed is None else config.model_seed
     model = build_model(config.model, **sizes, seed=seed, **options)
+    if config.encoder_path is not None:
+        from fedlearn_nb.selfsupervised import load_encoder
+        model.features.load_state_dict(load_encoder(config.encoder_path)["encoder"])
     first_conv = next((m for m in model.modules() if isinstance(m, nn.modules.conv._ConvNd)), None)
     if first_conv is not None and first_conv.in_channels != data.in_channels:
         raise ValueError(f"model {config.model!r} takes {first_conv.in_channels}-channel images but the data ({data.name!r}) has "
@@ -1065,15 +1070,18 @@ def get_backend(name: str) -> Callable[..., History]:
     return BACKENDS[key]
 
 def run(config: RunConfig, resume: bool = True, progress: bool = True, data: FederatedData | None = None,
-        callbacks: Sequence[Callable[[int, dict], None]] = (), backend: str = "inprocess") -> History:
+        callbacks: Sequence[Callable[[int, dict], None]] = (), backend: str = "inprocess", parts: dict | None = None) -> History:
     "Build and run the experiment `config` describes in its run folder, resuming an interrupted run; `data` replaces the built federation."
-    if backend.lower() != "inprocess": return get_backend(backend)(config, resume=resume, progress=progress, data=data, callbacks=callbacks)
+    if backend.lower() != "inprocess":
+        if parts is not None: raise ValueError(f"parts (the run's data, model and algorithm) are kept by the in-process engine only, not by {backend!r}")
+        return get_backend(backend)(config, resume=resume, progress=progress, data=data, callbacks=callbacks)
     settings = load_settings()
     device = choose_device(config.device or settings.device)
     seed_everything(config.seed)
     data = data if data is not None else build_federated_data(config, device=device)
     model = build_model_for(config, data)
     algorithm = build_algorithm(config)
+    if parts is not None: parts.update(data=data, model=model, algorithm=algorithm)  # the trained model and algorithm, after the run
     folder = run_folder(config)
     folder.mkdir(parents=True, exist_ok=True)
     metadata = run_metadata(config, seed=config.seed, device=device)

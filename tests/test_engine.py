@@ -187,3 +187,50 @@ def test_a_model_that_ignores_the_datas_channels_is_refused_at_build(tmp_path, f
             run(config(tmp_path, model="test_rgb_only"), progress=False, data=federation)
     finally: models.MODEL_BUILDERS.pop("test_rgb_only")
     assert not (tmp_path / "run").exists()
+
+
+def test_run_names_of_earlier_configs_are_unchanged():
+    "Committed results are found by their run name: the fields added later name a run only when they are set."
+    assert RunConfig().run_name == "digits5lite-fedavg-seed0-eff6bdbf"
+    assert RunConfig(algorithm="fedprox", algorithm_kwargs={"mu": 0.01}, seed=2).run_name == "digits5lite-fedprox-seed2-98b60a59"
+    assert RunConfig(dataset="digits", partition="dirichlet", num_clients=5, partition_kwargs={"alpha": 0.5}, test_fraction=0.2,
+                     seed=3, model="mlp").run_name == "digits-fedavg-seed3-59cc618c"
+    assert RunConfig(model_seed=0).run_name != RunConfig().run_name
+
+
+def test_every_partition_scheme_is_a_config_with_checked_options():
+    "Each scheme's options are checked against its partition function when the config is made, naming the fix."
+    from fedlearn_nb.federation import SCHEMES
+    required = {"dirichlet": {"alpha": 0.5}, "pathological": {"num_classes_per_partition": 2}, "pmix": {"p": 0.5}}
+    for scheme in SCHEMES:
+        dataset = "digits5lite" if scheme == "domains" else "digits"
+        assert RunConfig(dataset=dataset, partition=scheme, partition_kwargs=required.get(scheme, {})).partition == scheme
+    with pytest.raises(TypeError, match=r"partition_kwargs \(passed to partition_shards\): unknown keyword 'shards'"):
+        RunConfig(dataset="digits", partition="shards", partition_kwargs={"shards": 2})
+    with pytest.raises(TypeError, match="'num_clients' is not an option here; it comes from num_clients"):
+        RunConfig(dataset="digits", partition="pmix", partition_kwargs={"p": 0.5, "num_clients": 4})
+    with pytest.raises(ValueError, match="unknown partition 'by_writer'; choose one of"):
+        RunConfig(dataset="digits", partition="by_writer")
+
+
+def test_run_keeps_its_parts_and_loads_an_encoder(tmp_path):
+    "run(config, parts=) hands back the built data, model and algorithm; encoder_path fills the model's features."
+    from fedlearn_nb.engine import build_model_for
+    from fedlearn_nb.models import build_model
+    from fedlearn_nb.selfsupervised import save_encoder
+    base = dict(dataset="digits", partition="grouped_label_sets", num_clients=3, partition_kwargs={"samples_per_class": [5, 5, 5, 5]},
+                encoder_input={"image_size": 8}, model="cpcfl_cnn", model_kwargs={"padding": 1}, rounds=1, results_dir=str(tmp_path),
+                device="cpu", algorithm="local")
+    encoder = build_model("cpcfl_cnn", 10, 3, 8, seed=123, padding=1).features.state_dict()
+    path = save_encoder(tmp_path / "encoder.pt", encoder)
+    parts = {}
+    history = run(RunConfig(**base, pooled="domain", encoder_path=str(path)), progress=False, parts=parts)
+    assert len(history) == 1 and sorted(parts) == ["algorithm", "data", "model"] and parts["algorithm"].name == "local"
+    assert [c.domain for c in parts["data"]] == ["group 0", "group 1", "group 2"] and parts["data"].image_shape == (3, 8, 8)
+    assert [c.num_examples for c in parts["data"]] == [20, 20, 20]
+    loaded = build_model_for(RunConfig(**base, encoder_path=str(path)), parts["data"]).features.state_dict()
+    fresh = build_model_for(RunConfig(**base), parts["data"]).features.state_dict()
+    assert all(torch.equal(loaded[k], encoder[k]) for k in encoder)
+    assert not all(torch.equal(fresh[k], encoder[k]) for k in encoder)
+    with pytest.raises(ValueError, match="kept by the in-process engine only"):
+        run(RunConfig(**base), progress=False, parts={}, backend="flower")

@@ -5,6 +5,7 @@ them (engine.build_federated_data, FederatedData.from_partition / from_benchmark
 clustering_federation, grouped_federation, pooled_federation) on 60,000 + 10,000 MNIST-sized label arrays. Image i
 of the test data holds the number i, so a client's tensors give back its indices in order."""
 import hashlib
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -136,3 +137,36 @@ def test_scheme_options_are_checked_against_the_partition_function():
     with pytest.raises(ValueError, match="no parameter"): build_federation(TRAIN, "pmix", beta=0.3)
     with pytest.raises(ValueError, match="choose one of"): build_federation(TRAIN, "by_writer", 3)
     with pytest.raises(ValueError, match="pooled must be"): build_federation(TRAIN, "iid", 3, pooled="group")
+
+
+# the federations the CCFC, FedCRL and CP-CFL notebooks built by hand at smoke scale (on the embedded digits), recorded from
+# their own code before the builder existed; the same set-ups as RunConfigs give the same clients, tensor for tensor
+PAPER_SETUPS = {
+    "ccfc_p0.5": ("ea4a1b423fa580b4", dict(data_kwargs={"image_size": 16}, data_split="all", partition="pmix", partition_kwargs={"p": 0.5}, seed=1)),
+    "ccfc_p1.0": ("349bb7388c8901ca", dict(data_kwargs={"image_size": 16}, data_split="all", partition="pmix", partition_kwargs={"p": 1.0}, seed=1)),
+    "ccfc_per_class": ("6d941770af2873dd", dict(data_kwargs={"image_size": 16}, data_split="all", per_class=50, partition="pmix",
+                                               partition_kwargs={"p": 0.25}, seed=0)),
+    "fedcrl_practical": ("bc2c19384f359a7a", dict(data_split="all", per_class=40, partition="dirichlet", num_clients=5, test_fraction=0.25, seed=2,
+                                                 partition_kwargs={"alpha": 0.1, "min_partition_size": 10, "self_balancing": True,
+                                                                   "max_retries": 100, "top_up": True})),
+    "fedcrl_pathological": ("2e859ac7fcf28af0", dict(data_split="all", per_class=40, partition="pathological", num_clients=5, test_fraction=0.25,
+                                                    seed=0, partition_kwargs={"num_classes_per_partition": 2, "class_assignment_mode": "cover"})),
+    "cpcfl": ("14739bc0e539d4ae", dict(partition="grouped_label_sets", num_clients=6, encoder_input={"image_size": 8}, seed=0)),
+    "cpcfl_pooled_all": ("c4ab04278561c125", dict(partition="grouped_label_sets", num_clients=6, encoder_input={"image_size": 8}, seed=0, pooled="all")),
+    "cpcfl_pooled_group": ("1d67840c5665b966", dict(partition="grouped_label_sets", num_clients=6, encoder_input={"image_size": 8}, seed=0,
+                                                   pooled="domain")),
+}
+
+
+@pytest.mark.parametrize("key", list(PAPER_SETUPS))
+def test_paper_setups_as_run_configs_build_the_notebooks_federations(key):
+    from fedlearn_nb.engine import RunConfig, build_federated_data
+    recorded, fields = PAPER_SETUPS[key]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the practical split of 400 images is topped up, with a warning
+        data = build_federated_data(RunConfig(dataset="digits", **fields))
+    h = hashlib.sha256()
+    for c in data.clients:
+        for t in (c.x_train, c.y_train, c.x_test, c.y_test): h.update(t.numpy().tobytes())
+        h.update(str(c.domain).encode())
+    assert h.hexdigest()[:16] == recorded

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 
 from ..engine import Client, EvaluateIns, FitIns, FitRes, get_parameters, register_algorithm
-from ..models import SplitModel
+from ..models import SplitModel, register_model
 from .federated_clustering import FederatedClustering, kmeans
 from ..losses import ccfc_model_contrastive_loss, cluster_contrastive_loss, simsiam_loss
 from ..selfsupervised import augmented_view
@@ -196,3 +196,15 @@ def ccfc_cnn3(in_channels: int = 1, image_size: int = 28, channels: Sequence[int
                               nn.Linear(predictor_hidden_dim, latent_dim))
     encoder = nn.Sequential(OrderedDict(backbone=nn.Sequential(*layers, nn.Flatten()), projector=projector))
     return SplitModel(encoder, predictor, latent_dim)
+
+# %% ../../nbs/44_ccfc.ipynb #a1c0f002
+@register_model("ccfc_mlp")
+def _ccfc_mlp(num_classes, in_channels, image_size, hidden_dim=256, latent_dim=64, predictor_hidden_dim=16):
+    "CCFC's fully connected network for `in_channels` x `image_size`^2 images (CCFC clusters: `num_classes` plays no part)."
+    return ccfc_mlp(in_channels * image_size ** 2, hidden_dim, latent_dim, predictor_hidden_dim)
+
+@register_model("ccfc_cnn3")
+def _ccfc_cnn3(num_classes, in_channels, image_size, channels=(64, 128, 256), latent_dim=256, projector_hidden_dim=256,
+               predictor_hidden_dim=16):
+    "CCFC's 3-conv network with conv widths `channels` (CCFC clusters: `num_classes` plays no part)."
+    return ccfc_cnn3(in_channels, image_size, channels, latent_dim, projector_hidden_dim, predictor_hidden_dim)

@@ -203,6 +203,14 @@ class RawFeatures(nn.Module):
         "Sized for the images of a federation."
         return cls(int(np.prod(data.image_shape)))
 
+# %% ../../nbs/41_federated_clustering.ipynb #a1c0f021
+from ..models import register_model
+
+@register_model("raw_features")
+def _raw_features(num_classes, in_channels, image_size):
+    "The flattened images as features, registered by name (k-FED, FFCM and SDA-FC cluster raw pixels)."
+    return RawFeatures(in_channels * image_size ** 2)
+
 # %% ../../nbs/41_federated_clustering.ipynb #f5fce58f
 class FederatedClustering(Algorithm):
     "Base of the federated clustering methods: global centroids on the server, Eq. 3 assignment, clustering scores."

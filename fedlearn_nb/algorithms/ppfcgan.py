@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from ..core import torch_generator
 from ..engine import batch_indices, extract_features, get_parameters, register_algorithm
-from ..models import SplitModel
+from ..models import SplitModel, build_model, register_model
 from .federated_clustering import kmeans
 from .sdafc import SyntheticDataClustering
 
@@ -38,6 +38,12 @@ def mlp_decoder(latent_dim: int, image_shape: Sequence[int], hidden_dims: Sequen
     for hidden in hidden_dims: layers += [nn.Linear(width, int(hidden)), nn.ReLU()]; width = int(hidden)
     layers += [nn.Linear(width, int(np.prod(image_shape))), nn.Sigmoid()]
     return nn.Sequential(*layers)
+
+# %% ../../nbs/46_ppfcgan.ipynb #a1c0f011
+@register_model("dcn_encoder")
+def _dcn_encoder(num_classes, in_channels, image_size, hidden_dims=(500, 500, 2000), latent_dim=10):
+    "DCN's encoder for `in_channels` x `image_size`^2 images, registered by name (PPFC-GAN clusters: `num_classes` plays no part)."
+    return dcn_encoder(in_channels * image_size ** 2, hidden_dims, latent_dim)
 
 # %% ../../nbs/46_ppfcgan.ipynb #2b6d7bd2
 def dcn_loss(images: torch.Tensor, reconstructions: torch.Tensor, latents: torch.Tensor, centroids: torch.Tensor,
