@@ -23,8 +23,9 @@ from ..partition import GroupedPartition, partition_grouped_label_sets
 from ..selfsupervised import save_encoder, to_encoder_input
 
 # %% auto #0
-__all__ = ['CPCFL_METHODS', 'CPCFL', 'grouped_federation', 'pooled_federation', 'MethodSpec', 'method_spec', 'make_algorithm',
-           'cpcfl_model', 'run_method', 'encoder_state', 'client_predictions', 'classification_scores']
+__all__ = ['CPCFL_METHODS', 'CPCFL', 'grouped_federation', 'pooled_federation', 'MethodSpec', 'method_spec', 'method_settings',
+           'make_algorithm', 'cpcfl_model', 'run_method', 'encoder_state', 'client_predictions',
+           'classification_scores']
 
 # %% ../../nbs/52_cpcfl.ipynb #49eb247e
 @register_algorithm
@@ -94,9 +95,9 @@ def method_spec(method: str) -> MethodSpec:
     if method not in CPCFL_METHODS: raise KeyError(f"unknown CP-CFL method {method!r}; known: {list(CPCFL_METHODS)}")
     return CPCFL_METHODS[method]
 
-def make_algorithm(method: str, num_clusters: int = 3, exploration_rounds: int = 10, encoder_path: str | Path | None = None,
-                   **options) -> IFCA:
-    "The algorithm of one compared method (IFCA / CP-CFL settings); pre-trained methods need `encoder_path`."
+def method_settings(method: str, num_clusters: int = 3, exploration_rounds: int = 10, encoder_path: str | Path | None = None,
+                    **options) -> tuple[str, dict]:
+    "The registered algorithm ('ifca' or 'cpcfl') of one compared method and its settings; pre-trained methods need `encoder_path`."
     spec = method_spec(method)
     if spec.pretraining is not None and encoder_path is None:
         raise ValueError(f"{spec.label} starts from a pre-trained encoder ({spec.pretraining}); pass encoder_path= "
@@ -106,7 +107,13 @@ def make_algorithm(method: str, num_clusters: int = 3, exploration_rounds: int =
     settings = dict(num_clusters=1 if spec.single_model else num_clusters, exploration_rounds=exploration_rounds if spec.explore else 0,
                     init=spec.init, max_restarts=spec.max_restarts, encoder_path=None if encoder_path is None else str(encoder_path))
     settings.update(options)
-    return (CPCFL if spec.explore else IFCA)(**settings)
+    return ("cpcfl" if spec.explore else "ifca"), settings
+
+def make_algorithm(method: str, num_clusters: int = 3, exploration_rounds: int = 10, encoder_path: str | Path | None = None,
+                   **options) -> IFCA:
+    "The algorithm of one compared method (IFCA / CP-CFL settings): `method_settings` built."
+    name, settings = method_settings(method, num_clusters, exploration_rounds, encoder_path, **options)
+    return (CPCFL if name == "cpcfl" else IFCA)(**settings)
 
 # %% ../../nbs/52_cpcfl.ipynb #667e03ee
 def cpcfl_model(data: FederatedData, seed: int = 0, **model_kwargs) -> nn.Module:
