@@ -164,3 +164,20 @@ def test_scales_keep_the_papers_data_amounts_and_seeds():
         assert config["intra"]["num_clients"] == 10 and config["intra"]["lr"] == 0.01
     paper = NS["SCALES"]["paper"]
     assert (paper["inter"]["rounds"], paper["intra"]["rounds"]) == (60, 100) and paper["intra"]["train_per_class"] is None
+
+
+def test_the_committed_quick_runs_keep_their_folders(tmp_path):
+    "Every run of the committed quick results (metadata.json) gets the folder it was written to: re-running resumes them."
+    cells = [c for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
+    namespace: dict = {}
+    for cell in cells:   # the parameters at quick scale, then every cell up to the runs' configs; not the one that loads data
+        source = "".join(cell["source"])
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            source = source.replace('scale = "smoke"', 'scale = "quick"').replace("results_dir = None", f"results_dir = {str(tmp_path)!r}")
+        if "def load_inter" in source: continue
+        exec(compile(source, str(NOTEBOOK), "exec"), namespace)
+        if "def method_config" in source: break
+    runs = json.loads((ROOT / "papers" / "results" / "fedccl" / "quick" / "metadata.json").read_text())["runs"]
+    assert len(runs) == 152
+    folders = {r["folder"]: namespace["method_config"](r["method"], r["dataset"], r["alpha"], r["seed"]).run_name for r in runs}
+    assert {k: v for k, v in folders.items() if k != v} == {}
