@@ -1,6 +1,7 @@
 """FINCH, the parameter-free first-neighbour clustering hierarchy that FedCCL (Eqs. 8-10, 13-14), FPL and
-FedPLVM use to turn many feature vectors into a few prototypes, written in torch for CPU or GPU; and
-FedPLCC's weighted FINCH* (FedPLCC Eqs. 9-10).
+FedPLVM use to turn many feature vectors into a few prototypes, written in torch for CPU or GPU;
+FedPLCC's weighted FINCH* (FedPLCC Eqs. 9-10); and the k-means, fuzzy c-means, nearest-centroid assignment
+(CCFC Eq. 3) and clustering scores of the federated clustering methods.
 
 Docs: https://fedlearn-nb.github.io/fedlearn_nb/clustering.html.md"""
 
@@ -11,15 +12,21 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
+from sklearn.cluster import KMeans, kmeans_plusplus
 
 from .core import choose_device
+from .metrics import ari, clustering_accuracy, kappa, nmi
 
 # %% auto #0
 __all__ = ['DISTANCES', 'as_points', 'first_neighbours', 'adjacency_matrix', 'canonical_labels', 'first_neighbour_clusters',
-           'cluster_means', 'FinchResult', 'finch', 'plot_hierarchy', 'WeightedFinchResult', 'weighted_finch']
+           'cluster_means', 'FinchResult', 'finch', 'plot_hierarchy', 'WeightedFinchResult', 'weighted_finch', 'kmeans',
+           'FuzzyCMeansResult', 'fuzzy_memberships', 'fuzzy_cmeans', 'assign_to_centroids', 'clustering_scores',
+           'flatten_images', 'centralised_clustering']
 
 # %% ../nbs/05_clustering.ipynb #112e81f6
 DISTANCES = ("cosine", "euclidean")
@@ -360,3 +367,135 @@ def weighted_finch(x, weights, distance: str = "cosine", centroid: str = "plain"
         index = torch.as_tensor(labels, device=mass.device)
         sums.append(torch.zeros(count, dtype=torch.float64, device=mass.device).index_add_(0, index, mass).to(base.points.dtype))
     return WeightedFinchResult(base.partitions, base.points, distance, mass, centroid, centroids, sums)
+
+# %% ../nbs/05_clustering.ipynb #d05daa29
+def _as_array(points: Any) -> np.ndarray:
+    "Points as a 2-D float NumPy array (torch tensors on any device are copied to the CPU)."
+    array = points.detach().cpu().numpy() if isinstance(points, torch.Tensor) else np.asarray(points)
+    if array.ndim != 2: raise ValueError(f"points must be a 2-D (N, D) array, got shape {array.shape}; flatten images with .reshape(len(x), -1)")
+    if not np.issubdtype(array.dtype, np.floating): array = array.astype(np.float64)
+    return array
+
+def _check_clusters(num_clusters: Any) -> int:
+    if isinstance(num_clusters, bool) or not isinstance(num_clusters, (int, np.integer)) or num_clusters < 1:
+        raise ValueError(f"num_clusters must be a positive integer, got {num_clusters!r}")
+    return int(num_clusters)
+
+def kmeans(points: Any, num_clusters: int, seed: int = 0, n_init: int = 10, init: Any = None,
+           sample_weight: Any = None, max_iter: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    "k-means (scikit-learn, k-means++ or the given `init` centroids): (centroids (k, D), labels (N,))."
+    points, num_clusters = _as_array(points), _check_clusters(num_clusters)
+    if len(points) == 0: raise ValueError("k-means of no points: the client holds no data")
+    if len(points) <= num_clusters:  # every point is its own cluster
+        return points.copy(), np.arange(len(points))
+    start = "k-means++" if init is None else _as_array(init).astype(points.dtype)
+    model = KMeans(num_clusters, init=start, n_init=n_init if init is None else 1, max_iter=max_iter,
+                   random_state=int(seed) % 2**32)
+    model.fit(points, sample_weight=None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64))
+    return model.cluster_centers_, model.labels_
+
+# %% ../nbs/05_clustering.ipynb #af29a614
+@dataclass
+class FuzzyCMeansResult:
+    "Fuzzy c-means output: centroids (k, D), memberships (N, k), iterations run, whether it converged."
+    centroids: np.ndarray
+    memberships: np.ndarray
+    iterations: int
+    converged: bool
+
+    @property
+    def labels(self) -> np.ndarray:
+        "The hard assignment: each point's cluster of highest membership."
+        return self.memberships.argmax(1)
+
+    @property
+    def supports(self) -> np.ndarray:
+        "Each cluster's support $\\sum_i u_{ij}$ (FFCM's weight of a local centroid)."
+        return self.memberships.sum(0)
+
+def _fcm_points(points: Any):
+    "Points for FCM: a float64 NumPy array on the CPU (fastest for small matrices), a float32 tensor on an accelerator."
+    if isinstance(points, torch.Tensor) and points.device.type != "cpu":
+        if points.ndim != 2: raise ValueError(f"points must be a 2-D (N, D) array, got shape {tuple(points.shape)}")
+        return points.detach().float()
+    return _as_array(points).astype(np.float64)
+
+def _floor(values, minimum: float):
+    return values.clamp_min(minimum) if isinstance(values, torch.Tensor) else np.maximum(values, minimum)
+
+def _memberships(points, squared_norms, centroids, m: float):
+    "FCM memberships from precomputed squared norms of the points (NumPy or torch): (N, k)."
+    squared = _floor(squared_norms[:, None] - 2 * points @ centroids.T + (centroids ** 2).sum(1)[None, :], 1e-24)
+    if isinstance(points, torch.Tensor): return torch.softmax(-torch.log(squared) / (m - 1), dim=1)
+    logits = -np.log(squared) / (m - 1)                 # u_ij ∝ ||x_i - v_j||^(-2/(m-1))
+    logits -= logits.max(1, keepdims=True)
+    memberships = np.exp(logits)
+    return memberships / memberships.sum(1, keepdims=True)
+
+def _check_fuzzifier(m: float):
+    if not m > 1: raise ValueError(f"the fuzzifier m must be > 1 (m -> 1 is k-means), got {m}")
+
+def _to_numpy(values) -> np.ndarray:
+    return values.detach().cpu().numpy().astype(np.float64) if isinstance(values, torch.Tensor) else np.asarray(values, dtype=np.float64)
+
+def fuzzy_memberships(points: Any, centroids: Any, m: float = 2.0) -> np.ndarray:
+    "FCM memberships $u_{ij}$ of `points` (N, D) in `centroids` (k, D) with fuzzifier m: (N, k), rows sum to 1."
+    _check_fuzzifier(m)
+    points, centroids = _as_array(points).astype(np.float64), _as_array(centroids).astype(np.float64)
+    return _memberships(points, (points ** 2).sum(1), centroids, m)
+
+def fuzzy_cmeans(points: Any, num_clusters: int, m: float = 2.0, seed: int = 0, init: Any = None,
+                 sample_weight: Any = None, max_iter: int = 300, tol: float = 1e-4) -> FuzzyCMeansResult:
+    "Fuzzy c-means (Bezdek) from k-means++ seeds or the given `init` centroids, until no centroid coordinate moves `tol`."
+    _check_fuzzifier(m)
+    points, num_clusters = _fcm_points(points), _check_clusters(num_clusters)
+    if len(points) < num_clusters: raise ValueError(f"{len(points)} points cannot form {num_clusters} clusters; lower num_clusters")
+    start = kmeans_plusplus(_to_numpy(points), num_clusters, random_state=int(seed) % 2**32)[0] if init is None else _to_numpy(init)
+    if start.shape != (num_clusters, points.shape[1]):
+        raise ValueError(f"init must be ({num_clusters}, {points.shape[1]}) centroids, got {start.shape}")
+    weights = np.ones(len(points)) if sample_weight is None else _to_numpy(sample_weight)
+    if isinstance(points, torch.Tensor):   # on an accelerator: the same loop in torch
+        start, weights = (torch.as_tensor(v, dtype=points.dtype, device=points.device) for v in (start, weights))
+    centroids, squared_norms = start, (points ** 2).sum(1)
+    converged, iteration = False, 0
+    for iteration in range(1, max_iter + 1):
+        mass = weights[:, None] * _memberships(points, squared_norms, centroids, m) ** m      # (N, k)
+        updated = (mass.T @ points) / _floor(mass.sum(0), 1e-300)[:, None]                    # (k, D)
+        shift = float(abs(updated - centroids).max())
+        centroids = updated
+        if shift < tol: converged = True; break
+    return FuzzyCMeansResult(_to_numpy(centroids), _to_numpy(_memberships(points, squared_norms, centroids, m)), iteration, converged)
+
+# %% ../nbs/05_clustering.ipynb #27eb93c6
+def assign_to_centroids(features: torch.Tensor, centroids: Any, distance: str = "euclidean") -> torch.Tensor:
+    "CCFC Eq. 3: the index of each row's nearest centroid, Euclidean or by cosine similarity: (N, D), (k, D) -> (N,)."
+    _check_distance(distance)
+    features = torch.as_tensor(features)
+    centroids = torch.as_tensor(centroids).to(device=features.device, dtype=features.dtype)
+    if features.ndim != 2 or centroids.ndim != 2 or features.shape[1] != centroids.shape[1]:
+        raise ValueError(f"need (N, D) features and (k, D) centroids of one width, got {tuple(features.shape)} and {tuple(centroids.shape)}")
+    if distance == "cosine": return (F.normalize(features, dim=1) @ F.normalize(centroids, dim=1).T).argmax(1)
+    return torch.cdist(features, centroids).argmin(1)
+
+# %% ../nbs/05_clustering.ipynb #e22f04dd
+def clustering_scores(labels_true: Any, labels_pred: Any) -> dict[str, float]:
+    "NMI, Kappa, Hungarian accuracy (ACC) and ARI of a clustering against the true classes."
+    import warnings
+    with warnings.catch_warnings():   # one-class clients: scikit-learn warns that Kappa is undefined (nan)
+        warnings.simplefilter("ignore")
+        return {"nmi": nmi(labels_true, labels_pred), "kappa": kappa(labels_true, labels_pred),
+                "acc": clustering_accuracy(labels_true, labels_pred), "ari": ari(labels_true, labels_pred)}
+
+# %% ../nbs/05_clustering.ipynb #4ee8dca0
+def flatten_images(x: Any, normalize: bool = True) -> np.ndarray:
+    "Images (N, C, H, W) as (N, C*H*W) float32 rows, each L2-normalised if `normalize`."
+    rows = (x.detach().cpu() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))).reshape(len(x), -1).float()
+    return (F.normalize(rows, dim=1) if normalize else rows).numpy()
+
+def centralised_clustering(x: Any, num_clusters: int, method: str = "km", seed: int = 0, normalize: bool = True,
+                           m: float = 1.1, n_init: int = 10) -> np.ndarray:
+    "Labels of the pooled data by centralised k-means (`km`) or fuzzy c-means (`fcm`) on flattened images."
+    if method not in ("km", "fcm"): raise ValueError(f"method must be 'km' or 'fcm', got {method!r}")
+    rows = flatten_images(x, normalize)
+    if method == "km": return kmeans(rows, num_clusters, seed=seed, n_init=n_init)[1]
+    return fuzzy_cmeans(rows, num_clusters, m=m, seed=seed).labels

@@ -8,7 +8,8 @@ import torch
 from fedlearn_nb.core import load_settings, seed_everything
 from fedlearn_nb.data import DatasetNotFoundError, load_dataset
 from fedlearn_nb.engine import History, LocalTraining, get_algorithm, run_experiment
-from fedlearn_nb.algorithms.federated_clustering import RawFeatures, centralised_clustering, clustering_federation, clustering_scores
+from fedlearn_nb.algorithms.federated_clustering import RawFeatures, clustering_federation
+from fedlearn_nb.clustering import centralised_clustering, clustering_scores
 from fedlearn_nb.algorithms.kfed import KFed
 from fedlearn_nb.algorithms.ffcm import FFCM
 from fedlearn_nb.algorithms.ccfc import CCFC, SCFC, ccfc_mlp
@@ -73,7 +74,7 @@ def test_kfed_and_ffcm_on_real_mnist_are_near_the_papers_baselines():
 
 def test_fuzzy_cmeans_on_an_accelerator_computes_what_the_cpu_does(monkeypatch):
     "The torch branch of fuzzy c-means (used when the points are on a GPU) gives the NumPy branch's result."
-    import fedlearn_nb.algorithms.federated_clustering as clustering
+    import fedlearn_nb.clustering as clustering
     points = np.random.default_rng(0).normal(size=(300, 5)) + np.repeat(np.eye(5)[:3] * 6, 100, axis=0)
     on_cpu = clustering.fuzzy_cmeans(points, 3, m=1.5, seed=0, tol=1e-8)
     monkeypatch.setattr(clustering, "_fcm_points", lambda p: torch.as_tensor(np.asarray(p), dtype=torch.float64))

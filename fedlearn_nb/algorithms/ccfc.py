@@ -17,7 +17,8 @@ import torch.nn as nn
 
 from ..engine import Client, EvaluateIns, FitIns, FitRes, get_parameters, register_algorithm
 from ..models import SplitModel, register_model
-from .federated_clustering import FederatedClustering, kmeans
+from .federated_clustering import FederatedClustering
+from ..clustering import kmeans
 from ..losses import ccfc_model_contrastive_loss, cluster_contrastive_loss, simsiam_loss
 from ..selfsupervised import augmented_view
 

@@ -13,7 +13,8 @@ import numpy as np
 import torch
 
 from ..engine import Client, FitIns, FitRes, register_algorithm
-from .federated_clustering import FederatedClustering, fuzzy_cmeans, kmeans
+from .federated_clustering import FederatedClustering
+from ..clustering import fuzzy_cmeans, kmeans
 
 # %% auto #0
 __all__ = ['AGGREGATIONS', 'average_centroids', 'FFCM']

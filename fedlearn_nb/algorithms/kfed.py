@@ -13,7 +13,8 @@ import numpy as np
 import torch
 
 from ..engine import Client, FitIns, FitRes, register_algorithm
-from .federated_clustering import FederatedClustering, kmeans
+from .federated_clustering import FederatedClustering
+from ..clustering import kmeans
 
 # %% auto #0
 __all__ = ['farthest_point_seeds', 'kfed_merge', 'KFed']

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from ..core import torch_generator
 from ..engine import batch_indices, extract_features, get_parameters, register_algorithm
 from ..models import SplitModel, build_model, register_model
-from .federated_clustering import kmeans
+from ..clustering import kmeans
 from .sdafc import SyntheticDataClustering
 
 # %% auto #0

@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from ..core import torch_generator
 from ..engine import (Client, FitIns, FitRes, LocalTraining, get_parameters, register_algorithm, set_parameters,
                                 weighted_average)
-from .federated_clustering import FederatedClustering, fuzzy_cmeans, kmeans
+from .federated_clustering import FederatedClustering
+from ..clustering import fuzzy_cmeans, kmeans
 
 # %% auto #0
 __all__ = ['GAN_MODES', 'SYNTHETIC_CACHE_SIZE', 'SERVER_CLUSTERINGS', 'Generator', 'Discriminator', 'GAN', 'build_gan',
