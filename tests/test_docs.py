@@ -43,7 +43,9 @@ def test_command_line_help_and_errors(tmp_path):
 def test_the_projects_sidebar_has_the_agreed_sections():
     title, sections = read_sidebar(ROOT / "_quarto.yml")
     assert title == "fedlearn_nb"
-    assert [s.title for s in sections] == [None, "Foundations", "Clustering", "Losses", "Algorithms", "Papers", "Reference"]
+    assert [s.title for s in sections] == [None, "Foundations", "Clustering", "Losses", "Algorithms", "Papers", "Tools", "Reference"]
+    tools = next(s for s in sections if s.title == "Tools")
+    assert {e.source for e in tools.walk()} >= {"nbs/90_docs.ipynb", "nbs/91_runner.ipynb", "nbs/93_flower.ipynb", "nbs/94_main.ipynb"}
     config = yaml.safe_load((ROOT / "_quarto.yml").read_text())
     assert config["project"]["type"] == "website" and config["format"]["html"]["css"] == "styles.css"
     assert (ROOT / "styles.css").is_file()
