@@ -78,4 +78,4 @@ def test_unknown_method_is_a_clear_error(tmp_path, capsys):
                    "--no-progress", "--threads", "1"])
     assert status == 1
     record = json.loads(next((tmp_path / "papers" / "benchmark" / "smoke").iterdir()).joinpath("runner.json").read_text())
-    assert "unknown methods ['FedNope']" in record["error"] and "valid methods: FedAvg" in record["error"]
+    assert "unknown methods ['FedNope']" in record["error"] and "valid: FedAvg" in record["error"]
