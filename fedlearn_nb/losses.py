@@ -20,7 +20,9 @@ __all__ = ['cosine_similarities', 'infonce_from_scores', 'multi_positive_infonce
            'aggregate_prototypes', 'prototype_l2_pull', 'unbiased_prototype_mse', 'fedproc_prototype_contrast',
            'negative_cosine', 'cluster_contrastive_loss', 'simsiam_loss', 'ccfc_model_contrastive_loss', 'nt_xent_loss',
            'byol_loss', 'moon_model_contrastive_loss', 'proximal_term', 'fedcrl_contrastive_loss',
-           'fill_missing_classes', 'fedpcl_contrast']
+           'fill_missing_classes', 'fedpcl_contrast', 'cross_correlation_matrix', 'cross_correlation_loss',
+           'instance_similarity_logits', 'instance_similarity_loss', 'non_target_distillation_loss',
+           'discriminator_loss', 'generator_loss', 'dcn_loss']
 
 # %% ../nbs/06_losses.ipynb #b9a1fda0
 _REDUCTIONS = ("mean", "sum", "none")
@@ -368,3 +370,70 @@ def fedpcl_contrast(features: torch.Tensor, labels: torch.Tensor, global_prototy
                  for p, l in client_prototypes]
         loss = loss + torch.stack(local).mean()
     return loss
+
+# %% ../nbs/06_losses.ipynb #6fd2ab33
+def _standardise_columns(z: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    "Each column of (B, C) `z` with zero mean and unit population standard deviation over the batch."
+    centred = z - z.mean(0, keepdim=True)
+    return centred / centred.pow(2).mean(0, keepdim=True).sqrt().clamp_min(eps)
+
+def cross_correlation_matrix(logits: torch.Tensor, target_logits: torch.Tensor) -> torch.Tensor:
+    "FCCL's $M = \\tilde Z^\\top \\tilde{\\bar Z} / B$: (C, C) correlations of each logit column with each consensus column over the batch."
+    if logits.ndim != 2 or logits.shape != target_logits.shape:
+        raise ValueError(f"logits and target_logits must both be (B, C), got {tuple(logits.shape)} and {tuple(target_logits.shape)}")
+    if len(logits) < 2: raise ValueError("a cross-correlation needs a batch of at least 2 images; raise public_batch_size")
+    return _standardise_columns(logits).T @ _standardise_columns(target_logits.to(logits.dtype)) / len(logits)  # (C, C)
+
+def cross_correlation_loss(matrix: torch.Tensor, off_diagonal_weight: float = 0.0051, off_diagonal_target: float = -1.0) -> torch.Tensor:
+    "FCCL's collaborative loss: $\\sum_u (1 - M_{uu})^2 + \\lambda_{col} \\sum_{u \\ne v} (M_{uv} - \\text{target})^2$."
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]: raise ValueError(f"matrix must be square (C, C), got {tuple(matrix.shape)}")
+    if off_diagonal_weight < 0: raise ValueError(f"off_diagonal_weight must be non-negative, got {off_diagonal_weight}")
+    off = ~torch.eye(len(matrix), dtype=torch.bool, device=matrix.device)
+    return (1 - matrix.diagonal()).pow(2).sum() + off_diagonal_weight * (matrix[off] - off_diagonal_target).pow(2).sum()
+
+# %% ../nbs/06_losses.ipynb #787739de
+def instance_similarity_logits(features: torch.Tensor, temperature: float = 0.02) -> torch.Tensor:
+    "FCCL+'s instance similarity: cosine similarity of each image's feature to every *other* image of the batch, over `temperature`: (B, B-1)."
+    if features.ndim != 2 or len(features) < 2: raise ValueError(f"features must be (B, D) with B >= 2, got {tuple(features.shape)}")
+    if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
+    unit = F.normalize(features, dim=1)
+    similarity = unit @ unit.T  # (B, B)
+    others = ~torch.eye(len(unit), dtype=torch.bool, device=unit.device)
+    return similarity[others].view(len(unit), len(unit) - 1) / temperature
+
+def instance_similarity_loss(logits: torch.Tensor, target_logits: torch.Tensor) -> torch.Tensor:
+    "$\\frac1B \\sum_i \\mathrm{KL}(\\mathrm{softmax}(\\bar s_i) \\| \\mathrm{softmax}(s_i))$ between the consensus and the client's similarity rows."
+    if logits.shape != target_logits.shape: raise ValueError(f"shapes differ: {tuple(logits.shape)} and {tuple(target_logits.shape)}")
+    return F.kl_div(F.log_softmax(logits, 1), F.log_softmax(target_logits.to(logits.dtype), 1), reduction="batchmean", log_target=True)
+
+# %% ../nbs/06_losses.ipynb #bc6c8860
+def non_target_distillation_loss(logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor,
+                                 temperature: float = 3.0) -> torch.Tensor:
+    "FCCL+'s non-target distillation: $T^2\\,\\mathrm{KL}(p^{\\neg y}_{teacher} \\| p^{\\neg y})$, softmaxes at temperature T over the C-1 non-target classes, batch mean."
+    if logits.ndim != 2 or logits.shape != teacher_logits.shape or labels.shape != (len(logits),):
+        raise ValueError(f"need (B, C) logits and teacher logits and (B,) labels, got {tuple(logits.shape)}, "
+                         f"{tuple(teacher_logits.shape)}, {tuple(labels.shape)}")
+    if logits.shape[1] < 2: raise ValueError("non-target distillation needs at least 2 classes")
+    if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
+    size, classes = logits.shape
+    keep = torch.ones_like(logits, dtype=torch.bool).scatter_(1, labels.view(-1, 1).long(), False)  # (B, C): the non-target classes
+    student = (logits / temperature)[keep].view(size, classes - 1)
+    teacher = (teacher_logits.to(logits.dtype) / temperature)[keep].view(size, classes - 1)
+    return temperature ** 2 * F.kl_div(F.log_softmax(student, 1), F.log_softmax(teacher, 1), reduction="batchmean", log_target=True)
+
+# %% ../nbs/06_losses.ipynb #32341315
+def discriminator_loss(real_logits: torch.Tensor, fake_logits: torch.Tensor) -> torch.Tensor:
+    "GAN Eq. 1, the discriminator's side: -mean log D(x) - mean log(1 - D(G(z))), with D = sigmoid(logit)."
+    return F.softplus(-real_logits).mean() + F.softplus(fake_logits).mean()
+
+def generator_loss(fake_logits: torch.Tensor) -> torch.Tensor:
+    "The non-saturating generator loss: -mean log D(G(z))."
+    return F.softplus(-fake_logits).mean()
+
+# %% ../nbs/06_losses.ipynb #2b6d7bd2
+def dcn_loss(images: torch.Tensor, reconstructions: torch.Tensor, latents: torch.Tensor, centroids: torch.Tensor,
+             assignments: torch.Tensor, lam: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    "DCN Eq. 5 per sample, averaged over the batch: ||g(f(x)) - x||^2 + (λ/2)||f(x) - M s||^2; returns (total, reconstruction, clustering)."
+    reconstruction = (reconstructions - images.flatten(1)).pow(2).sum(1).mean()
+    clustering = 0.5 * (latents - centroids[assignments]).pow(2).sum(1).mean()
+    return reconstruction + lam * clustering, reconstruction, clustering

@@ -7,8 +7,8 @@ from fedlearn_nb.core import torch_generator
 from fedlearn_nb.data import load_dataset
 from fedlearn_nb.engine import History, LocalTraining, get_algorithm, run_experiment
 from fedlearn_nb.algorithms.federated_clustering import RawFeatures, clustering_federation
-from fedlearn_nb.algorithms.sdafc import (SDAFC, SDAFCFCM, SDAFCKM, build_gan, discriminator_loss, generator_loss, latent_codes,
-                                          synthesize, train_gan)
+from fedlearn_nb.algorithms.sdafc import SDAFC, SDAFCFCM, SDAFCKM, build_gan, latent_codes, synthesize, train_gan
+from fedlearn_nb.losses import discriminator_loss, generator_loss
 
 torch.set_num_threads(1)
 SMALL = dict(gan_width=8, gan_hidden_dim=32, noise_dim=16, lr_generator=2e-3, lr_discriminator=1e-3, synthetic_per_client=30, kmeans_n_init=2)

@@ -19,60 +19,11 @@ from ..data import load_dataset, resize_images, to_rgb
 from ..engine import (Client, FederatedData, FitIns, FitRes, LocalTraining, derive_seed, get_parameters,
                                 register_algorithm, set_parameters)
 from .fedavg import FedAvg
+from ..losses import (cross_correlation_loss, cross_correlation_matrix, instance_similarity_logits,
+                                instance_similarity_loss, non_target_distillation_loss)
 
 # %% auto #0
-__all__ = ['cross_correlation_matrix', 'cross_correlation_loss', 'instance_similarity_logits', 'instance_similarity_loss',
-           'non_target_distillation_loss', 'load_public_images', 'FCCLPlus']
-
-# %% ../../nbs/28_fccl.ipynb #6fd2ab33
-def _standardise_columns(z: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    "Each column of (B, C) `z` with zero mean and unit population standard deviation over the batch."
-    centred = z - z.mean(0, keepdim=True)
-    return centred / centred.pow(2).mean(0, keepdim=True).sqrt().clamp_min(eps)
-
-def cross_correlation_matrix(logits: torch.Tensor, target_logits: torch.Tensor) -> torch.Tensor:
-    "FCCL's $M = \\tilde Z^\\top \\tilde{\\bar Z} / B$: (C, C) correlations of each logit column with each consensus column over the batch."
-    if logits.ndim != 2 or logits.shape != target_logits.shape:
-        raise ValueError(f"logits and target_logits must both be (B, C), got {tuple(logits.shape)} and {tuple(target_logits.shape)}")
-    if len(logits) < 2: raise ValueError("a cross-correlation needs a batch of at least 2 images; raise public_batch_size")
-    return _standardise_columns(logits).T @ _standardise_columns(target_logits.to(logits.dtype)) / len(logits)  # (C, C)
-
-def cross_correlation_loss(matrix: torch.Tensor, off_diagonal_weight: float = 0.0051, off_diagonal_target: float = -1.0) -> torch.Tensor:
-    "FCCL's collaborative loss: $\\sum_u (1 - M_{uu})^2 + \\lambda_{col} \\sum_{u \\ne v} (M_{uv} - \\text{target})^2$."
-    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]: raise ValueError(f"matrix must be square (C, C), got {tuple(matrix.shape)}")
-    if off_diagonal_weight < 0: raise ValueError(f"off_diagonal_weight must be non-negative, got {off_diagonal_weight}")
-    off = ~torch.eye(len(matrix), dtype=torch.bool, device=matrix.device)
-    return (1 - matrix.diagonal()).pow(2).sum() + off_diagonal_weight * (matrix[off] - off_diagonal_target).pow(2).sum()
-
-# %% ../../nbs/28_fccl.ipynb #787739de
-def instance_similarity_logits(features: torch.Tensor, temperature: float = 0.02) -> torch.Tensor:
-    "FCCL+'s instance similarity: cosine similarity of each image's feature to every *other* image of the batch, over `temperature`: (B, B-1)."
-    if features.ndim != 2 or len(features) < 2: raise ValueError(f"features must be (B, D) with B >= 2, got {tuple(features.shape)}")
-    if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
-    unit = F.normalize(features, dim=1)
-    similarity = unit @ unit.T  # (B, B)
-    others = ~torch.eye(len(unit), dtype=torch.bool, device=unit.device)
-    return similarity[others].view(len(unit), len(unit) - 1) / temperature
-
-def instance_similarity_loss(logits: torch.Tensor, target_logits: torch.Tensor) -> torch.Tensor:
-    "$\\frac1B \\sum_i \\mathrm{KL}(\\mathrm{softmax}(\\bar s_i) \\| \\mathrm{softmax}(s_i))$ between the consensus and the client's similarity rows."
-    if logits.shape != target_logits.shape: raise ValueError(f"shapes differ: {tuple(logits.shape)} and {tuple(target_logits.shape)}")
-    return F.kl_div(F.log_softmax(logits, 1), F.log_softmax(target_logits.to(logits.dtype), 1), reduction="batchmean", log_target=True)
-
-# %% ../../nbs/28_fccl.ipynb #bc6c8860
-def non_target_distillation_loss(logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor,
-                                 temperature: float = 3.0) -> torch.Tensor:
-    "FCCL+'s non-target distillation: $T^2\\,\\mathrm{KL}(p^{\\neg y}_{teacher} \\| p^{\\neg y})$, softmaxes at temperature T over the C-1 non-target classes, batch mean."
-    if logits.ndim != 2 or logits.shape != teacher_logits.shape or labels.shape != (len(logits),):
-        raise ValueError(f"need (B, C) logits and teacher logits and (B,) labels, got {tuple(logits.shape)}, "
-                         f"{tuple(teacher_logits.shape)}, {tuple(labels.shape)}")
-    if logits.shape[1] < 2: raise ValueError("non-target distillation needs at least 2 classes")
-    if not temperature > 0: raise ValueError(f"temperature must be positive, got {temperature}")
-    size, classes = logits.shape
-    keep = torch.ones_like(logits, dtype=torch.bool).scatter_(1, labels.view(-1, 1).long(), False)  # (B, C): the non-target classes
-    student = (logits / temperature)[keep].view(size, classes - 1)
-    teacher = (teacher_logits.to(logits.dtype) / temperature)[keep].view(size, classes - 1)
-    return temperature ** 2 * F.kl_div(F.log_softmax(student, 1), F.log_softmax(teacher, 1), reduction="batchmean", log_target=True)
+__all__ = ['load_public_images', 'FCCLPlus']
 
 # %% ../../nbs/28_fccl.ipynb #57672fea
 def load_public_images(name: str, size: int, image_shape: Sequence[int], seed: int = 0, split: str = "train") -> torch.Tensor:

@@ -19,10 +19,11 @@ from ..core import torch_generator
 from ..engine import batch_indices, extract_features, get_parameters, register_algorithm
 from ..models import SplitModel, build_model, register_model
 from ..clustering import kmeans
+from ..losses import dcn_loss
 from .sdafc import SyntheticDataClustering
 
 # %% auto #0
-__all__ = ['dcn_encoder', 'mlp_decoder', 'dcn_loss', 'update_centroids', 'train_dcn', 'PPFCGAN']
+__all__ = ['dcn_encoder', 'mlp_decoder', 'update_centroids', 'train_dcn', 'PPFCGAN']
 
 # %% ../../nbs/46_ppfcgan.ipynb #c52b60db
 def dcn_encoder(in_features: int, hidden_dims: Sequence[int] = (500, 500, 2000), latent_dim: int = 10) -> SplitModel:
@@ -44,14 +45,6 @@ def mlp_decoder(latent_dim: int, image_shape: Sequence[int], hidden_dims: Sequen
 def _dcn_encoder(num_classes, in_channels, image_size, hidden_dims=(500, 500, 2000), latent_dim=10):
     "DCN's encoder for `in_channels` x `image_size`^2 images, registered by name (PPFC-GAN clusters: `num_classes` plays no part)."
     return dcn_encoder(in_channels * image_size ** 2, hidden_dims, latent_dim)
-
-# %% ../../nbs/46_ppfcgan.ipynb #2b6d7bd2
-def dcn_loss(images: torch.Tensor, reconstructions: torch.Tensor, latents: torch.Tensor, centroids: torch.Tensor,
-             assignments: torch.Tensor, lam: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    "DCN Eq. 5 per sample, averaged over the batch: ||g(f(x)) - x||^2 + (λ/2)||f(x) - M s||^2; returns (total, reconstruction, clustering)."
-    reconstruction = (reconstructions - images.flatten(1)).pow(2).sum(1).mean()
-    clustering = 0.5 * (latents - centroids[assignments]).pow(2).sum(1).mean()
-    return reconstruction + lam * clustering, reconstruction, clustering
 
 # %% ../../nbs/46_ppfcgan.ipynb #4a2472a6
 def update_centroids(centroids: torch.Tensor, counts: torch.Tensor, latents: torch.Tensor, assignments: torch.Tensor) -> None:

@@ -21,12 +21,12 @@ from ..core import torch_generator
 from ..engine import (Client, FitIns, FitRes, LocalTraining, get_parameters, register_algorithm, set_parameters,
                                 weighted_average)
 from .federated_clustering import FederatedClustering
+from ..losses import discriminator_loss, generator_loss
 from ..clustering import fuzzy_cmeans, kmeans
 
 # %% auto #0
 __all__ = ['GAN_MODES', 'SYNTHETIC_CACHE_SIZE', 'SERVER_CLUSTERINGS', 'Generator', 'Discriminator', 'GAN', 'build_gan',
-           'latent_codes', 'discriminator_loss', 'generator_loss', 'train_gan', 'synthesize', 'SyntheticDataClustering',
-           'SDAFC', 'SDAFCKM', 'SDAFCFCM']
+           'latent_codes', 'train_gan', 'synthesize', 'SyntheticDataClustering', 'SDAFC', 'SDAFCKM', 'SDAFCFCM']
 
 # %% ../../nbs/45_sdafc.ipynb #69fe5e8d
 def _check_image_shape(image_shape: Sequence[int]) -> tuple[int, int, int]:
@@ -93,15 +93,6 @@ def latent_codes(num: int, noise_dim: int, code_dim: int, generator: torch.Gener
     codes = torch.zeros(num, code_dim)
     if code_dim: codes[torch.arange(num), (torch.arange(num) * code_dim) // max(num, 1)] = 1.0
     return torch.cat([codes, torch.randn(num, noise_dim, generator=generator)], 1)
-
-# %% ../../nbs/45_sdafc.ipynb #32341315
-def discriminator_loss(real_logits: torch.Tensor, fake_logits: torch.Tensor) -> torch.Tensor:
-    "GAN Eq. 1, the discriminator's side: -mean log D(x) - mean log(1 - D(G(z))), with D = sigmoid(logit)."
-    return F.softplus(-real_logits).mean() + F.softplus(fake_logits).mean()
-
-def generator_loss(fake_logits: torch.Tensor) -> torch.Tensor:
-    "The non-saturating generator loss: -mean log D(G(z))."
-    return F.softplus(-fake_logits).mean()
 
 # %% ../../nbs/45_sdafc.ipynb #818783e5
 def train_gan(gan: GAN, x: torch.Tensor, training: LocalTraining, generator: torch.Generator, lr_generator: float = 1.8e-3,
