@@ -1,4 +1,4 @@
-"""Contrastive and prototype losses: FedCCL's clustered-signal contrasts, FedPLCC's weighted contrast and top-ϕ pull, CCFC's cluster contrast and model-contrastive regulariser, the self-supervised losses (SimCLR, BYOL, SimSiam), and the baselines' terms (FPL, FedPLVM, FedProto, FedProc, FedCRL).
+"""Every loss of the project, in one place: FedCCL's clustered-signal contrasts, FedPLCC's weighted contrast and top-ϕ pull, the prototype terms of FPL, FedPLVM, FedProto, FedProc, FedCRL and FedPCL, CCFC's cluster contrast and model-contrastive regulariser, the self-supervised losses (SimCLR, BYOL, SimSiam), MOON's model contrast, the proximal term (FedProx, Ditto, pFedMe, FedAMP), FCCL+'s losses, the GAN losses and DCN's objective.
 
 Docs: https://fedlearn-nb.github.io/fedlearn_nb/losses.html.md"""
 
@@ -206,7 +206,7 @@ def fedplcc_top_phi_pull(features: torch.Tensor, labels: torch.Tensor, prototype
     per_sample = -torch.where(chosen, ranked, torch.zeros_like(ranked)).sum(1)  # (B,)
     return _reduce(per_sample, count > 0, reduction)
 
-# %% ../nbs/06_losses.ipynb #d25b557a
+# %% ../nbs/06_losses.ipynb #7bbcf992
 def class_prototypes(features: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "FedCCL Eq. 7 (FedProto's local prototype): the mean feature of each class present; (N, D), (N,) -> (C', D), (C',) labels, (C',) counts."
     if features.ndim != 2 or labels.shape != (len(features),):
@@ -342,7 +342,7 @@ def moon_model_contrastive_loss(z: torch.Tensor, z_global: torch.Tensor, z_previ
     logits = torch.stack([positive, negative], dim=1) / tau  # (B, 2)
     return F.cross_entropy(logits, torch.zeros(len(z), dtype=torch.long, device=z.device))
 
-# %% ../nbs/06_losses.ipynb #934e5432
+# %% ../nbs/06_losses.ipynb #071c1932
 def proximal_term(parameters: torch.nn.Module | Iterable[torch.Tensor], anchor: Sequence[torch.Tensor], mu: float = 1.0) -> torch.Tensor:
     "$\\frac{\\mu}{2} \\sum_i \\lVert w_i - w^t_i \\rVert^2$ over matching tensors; `parameters` may be a module (its parameters, in order)."
     if isinstance(parameters, torch.nn.Module): parameters = parameters.parameters()
@@ -354,7 +354,7 @@ def fedcrl_contrastive_loss(representations: torch.Tensor, labels: torch.Tensor,
     "FedCRL Eq. 12: InfoNCE of (B, k) representations against the (C', k) global class representations, cosine / tau_cl."
     return multi_positive_infonce(representations, labels, global_representations.detach(), global_labels, tau=tau_cl)
 
-# %% ../nbs/06_losses.ipynb #8ca985cb
+# %% ../nbs/06_losses.ipynb #8d9615ed
 def fill_missing_classes(prototypes: torch.Tensor, labels: torch.Tensor, fallback: torch.Tensor,
                          fallback_labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     "Add the `fallback` rows of the classes `labels` lacks: (P, D), (P,) -> (P', D), (P',)."
