@@ -1,36 +1,25 @@
-"A tiny network and a four-class toy federation shared by the algorithm tests (8 features seen as 1x2x4 images)."
+"The four-class toy federation and the crash-and-resume check shared by the algorithm tests (the network is fedlearn_nb.toys.TinyNet)."
 import numpy as np
 import torch
-import torch.nn as nn
 
 from fedlearn_nb.core import torch_generator
 import pytest
 
 from fedlearn_nb.core import seed_everything
+from fedlearn_nb.data import LabelledData
 from fedlearn_nb.engine import FederatedData, History, LocalTraining, run_experiment
-
-
-class TinyNet(nn.Module):
-    def __init__(self, in_features=8, feature_dim=16, num_classes=4):
-        super().__init__()
-        self.features = nn.Sequential(nn.Flatten(), nn.Linear(in_features, feature_dim), nn.ReLU())
-        self.head, self.feature_dim = nn.Linear(feature_dim, num_classes), feature_dim
-
-    def forward(self, x): return self.head(self.features(x))
-
-
-class Toy:
-    def __init__(self, x, y): self.x, self.y, self.classes, self.name = x, y, ["a", "b", "c", "d"], "toy"
+from fedlearn_nb.toys import TOY_CLASSES, TinyNet, toy_centres  # noqa: F401 (TinyNet: re-used by the tests that import this module)
 
 
 def toy_federation(clients=4, n=160):
-    centres = 2.0 * torch.randn(4, 8, generator=torch_generator(99))
+    centres = toy_centres()
     g = torch_generator(0)
     y = torch.randint(0, 4, (n,), generator=g)
     x = (centres[y] + torch.randn(n, 8, generator=g)).view(n, 1, 2, 4)
     yt = torch.randint(0, 4, (80,), generator=g)
     xt = (centres[yt] + torch.randn(80, 8, generator=g)).view(80, 1, 2, 4)
-    return FederatedData.from_partition(Toy(x, y), np.array_split(np.arange(n), clients), test=Toy(xt, yt))
+    return FederatedData.from_partition(LabelledData(x, y, TOY_CLASSES, "toy"), np.array_split(np.arange(n), clients),
+                                        test=LabelledData(xt, yt, TOY_CLASSES, "toy"))
 
 
 def crash_and_resume(make, run_dir, rounds=4, crash_after=2, snapshot=lambda fed: None):
