@@ -26,7 +26,8 @@ __all__ = ['CCFC_LATENT_DIM', 'CPCFL_HEAD_HIDDEN_DIMS', 'CPCFL_ENCODERS', 'BACKB
            'cpcfl_encoder', 'mlp', 'CPCFLNet', 'ContrastivePretrainNet', 'vit_tiny_features', 'backbone_architecture',
            'weights_folder', 'resolve_weights_path', 'find_backbone_weights', 'read_state_dict',
            'load_backbone_weights', 'InputCheck', 'pretrained_backbone', 'FrozenBackboneMLP', 'register_model',
-           'available_models', 'build_model', 'check_model_contract', 'has_batchnorm', 'trainable_state_keys']
+           'available_models', 'build_model', 'RawFeatures', 'check_model_contract', 'has_batchnorm',
+           'trainable_state_keys']
 
 # %% ../nbs/04_models.ipynb #a07d00f5
 class SplitModel(nn.Module):
@@ -584,6 +585,22 @@ def build_model(name: str, num_classes: int, in_channels: int = 3, image_size: i
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return builder(**arguments)
+
+# %% ../nbs/04_models.ipynb #a457f3e5
+class RawFeatures(SplitModel):
+    "A parameter-free 'model' whose features are the flattened images (k-FED, FFCM and KM work on raw pixels)."
+    def __init__(self, feature_dim: int):
+        super().__init__(nn.Flatten(), nn.Identity(), feature_dim)
+
+    @classmethod
+    def for_data(cls, data) -> RawFeatures:
+        "Sized for the images of `data` (a federation or a dataset with an `image_shape`)."
+        return cls(torch.Size(data.image_shape).numel())
+
+@register_model("raw_features")
+def _raw_features(num_classes, in_channels, image_size):
+    "The flattened images as features (k-FED, FFCM and SDA-FC cluster raw pixels)."
+    return RawFeatures(in_channels * image_size ** 2)
 
 # %% ../nbs/04_models.ipynb #4f4143e6
 def check_model_contract(model: nn.Module, in_channels: int, image_size: int, batch_size: int = 2) -> tuple:

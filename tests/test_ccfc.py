@@ -8,7 +8,8 @@ import torch
 from fedlearn_nb.core import load_settings, seed_everything
 from fedlearn_nb.data import DatasetNotFoundError, load_dataset
 from fedlearn_nb.engine import History, LocalTraining, get_algorithm, run_experiment
-from fedlearn_nb.algorithms.federated_clustering import RawFeatures, clustering_federation
+from fedlearn_nb.algorithms.federated_clustering import clustering_federation
+from fedlearn_nb.models import RawFeatures
 from fedlearn_nb.clustering import centralised_clustering, clustering_scores
 from fedlearn_nb.algorithms.kfed import KFed
 from fedlearn_nb.algorithms.ffcm import FFCM

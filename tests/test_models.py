@@ -28,6 +28,7 @@ def test_every_model_trains_on_both_input_shapes(name, in_channels, image_size):
     model = build_model(name, 10, in_channels, image_size, seed=0, **_kwargs_for(name, in_channels, image_size))
     feature_shape, output_shape = check_model_contract(model, in_channels, image_size, batch_size=3)
     assert feature_shape == (3, model.feature_dim)
+    if not any(p.requires_grad for p in model.parameters()): return   # raw_features: the images themselves, nothing to train
     model.train()
     x = torch.rand(4, in_channels, image_size, image_size)
     features, outputs = model.forward_with_features(x)

@@ -6,7 +6,8 @@ import torch
 from fedlearn_nb.core import torch_generator
 from fedlearn_nb.data import load_dataset
 from fedlearn_nb.engine import History, LocalTraining, get_algorithm, run_experiment
-from fedlearn_nb.algorithms.federated_clustering import RawFeatures, clustering_federation
+from fedlearn_nb.algorithms.federated_clustering import clustering_federation
+from fedlearn_nb.models import RawFeatures
 from fedlearn_nb.algorithms.sdafc import SDAFC, SDAFCFCM, SDAFCKM, build_gan, latent_codes, synthesize, train_gan
 from fedlearn_nb.losses import discriminator_loss, generator_loss
 

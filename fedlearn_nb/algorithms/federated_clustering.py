@@ -1,4 +1,4 @@
-"""What every federated clustering method of CCFC's Tables 1-2 shares: the p-mix federation of a whole dataset, raw pixels as a model, and an `Algorithm` base class that scores a clustering of all clients' data (k-means, fuzzy c-means, Eq. 3 and the scores come from the clustering chapter).
+"""What every federated clustering method of CCFC's Tables 1-2 shares: the p-mix federation of a whole dataset and an `Algorithm` base class that scores a clustering of all clients' data (k-means, fuzzy c-means, Eq. 3 and the scores come from the clustering chapter).
 
 Docs: https://fedlearn-nb.github.io/fedlearn_nb/federated_clustering.html.md"""
 
@@ -21,7 +21,7 @@ from ..engine import (Algorithm, Client, EvaluateIns, EvaluateRes, FederatedData
 from ..clustering import _check_clusters, _check_distance, assign_to_centroids, clustering_scores, kmeans
 
 # %% auto #0
-__all__ = ['merge_splits', 'clustering_federation', 'RawFeatures', 'FederatedClustering']
+__all__ = ['merge_splits', 'clustering_federation', 'FederatedClustering']
 
 # %% ../../nbs/41_federated_clustering.ipynb #82768949
 def merge_splits(*datasets: Any, name: str | None = None) -> Any:
@@ -48,27 +48,6 @@ def clustering_federation(data: Any, p: float = 0.0, num_clients: int | None = N
     labels = torch.as_tensor(data.y).cpu().numpy()
     parts = partition_pmix(labels, p, num_clients=num_clients, samples_per_client=samples_per_client, seed=seed, take_first=take_first)
     return FederatedData.from_partition(data, parts, seed=seed, device=device, name=name or f"{getattr(data, 'name', 'data')}-p{p:g}")
-
-# %% ../../nbs/41_federated_clustering.ipynb #fd1025b7
-class RawFeatures(nn.Module):
-    "A parameter-free 'model' whose features are the flattened images (k-FED, FFCM and KM work on raw pixels)."
-    def __init__(self, feature_dim: int):
-        super().__init__()
-        self.features, self.head, self.feature_dim = nn.Flatten(), nn.Identity(), int(feature_dim)
-    def forward(self, x: torch.Tensor) -> torch.Tensor: return self.head(self.features(x))
-
-    @classmethod
-    def for_data(cls, data: FederatedData) -> RawFeatures:
-        "Sized for the images of a federation."
-        return cls(int(np.prod(data.image_shape)))
-
-# %% ../../nbs/41_federated_clustering.ipynb #a1c0f021
-from ..models import register_model
-
-@register_model("raw_features")
-def _raw_features(num_classes, in_channels, image_size):
-    "The flattened images as features, registered by name (k-FED, FFCM and SDA-FC cluster raw pixels)."
-    return RawFeatures(in_channels * image_size ** 2)
 
 # %% ../../nbs/41_federated_clustering.ipynb #f5fce58f
 class FederatedClustering(Algorithm):
