@@ -8,8 +8,8 @@ import torch
 from fedlearn_nb.core import load_settings, seed_everything
 from fedlearn_nb.data import DatasetNotFoundError, load_dataset
 from fedlearn_nb.engine import History, LocalTraining, get_algorithm, run_experiment
-from fedlearn_nb.algorithms.federated_clustering import clustering_federation
 from fedlearn_nb.models import RawFeatures
+from fedlearn_nb.federation import build_federation
 from fedlearn_nb.clustering import centralised_clustering, clustering_scores
 from fedlearn_nb.algorithms.kfed import KFed
 from fedlearn_nb.algorithms.ffcm import FFCM
@@ -22,7 +22,7 @@ torch.set_num_threads(min(2, torch.get_num_threads()))
 def digits():
     "The embedded stand-in, train and test merged, at 16x16, over 10 clients at p = 0 (IID)."
     data = load_dataset("digits", split="all", image_size=16)
-    return clustering_federation(data, p=0.0, seed=0)
+    return build_federation(data, "pmix", p=0.0, seed=0)
 
 
 def test_ccfc_beats_kfed_nmi_on_the_embedded_digits_at_p0(digits):
@@ -66,7 +66,7 @@ def test_kfed_and_ffcm_on_real_mnist_are_near_the_papers_baselines():
     try: data = load_dataset("mnist", split="test")
     except DatasetNotFoundError as error:
         pytest.skip(f"MNIST not found under {load_settings().data_root}: {str(error).splitlines()[0]}")
-    federation = clustering_federation(data, p=0.0, seed=0)
+    federation = build_federation(data, "pmix", p=0.0, seed=0)
     kfed = run_experiment(KFed(kmeans_n_init=3), federation, RawFeatures.for_data(federation), rounds=1, progress=False)[-1]
     ffcm = run_experiment(FFCM(kmeans_n_init=3), federation, RawFeatures.for_data(federation), rounds=3, progress=False)[-1]
     for name, result in (("k-FED", kfed), ("FFCM", ffcm)):

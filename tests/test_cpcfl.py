@@ -4,9 +4,10 @@ import pytest
 import torch
 
 from fedlearn_nb.data import DatasetNotFoundError, load_dataset
-from fedlearn_nb.engine import LocalTraining, RunConfig, get_algorithm, run
-from fedlearn_nb.selfsupervised import PretrainConfig, load_encoder, pretrained_encoder
-from fedlearn_nb.algorithms.cpcfl import CPCFL, grouped_federation, run_method
+from fedlearn_nb.engine import LocalTraining, RunConfig, build_federated_data, get_algorithm, run
+from fedlearn_nb.federation import build_federation
+from fedlearn_nb.selfsupervised import PretrainConfig, load_encoder, pretrained_encoder, to_encoder_input
+from fedlearn_nb.algorithms.cpcfl import CPCFL, run_method
 from fedlearn_nb.algorithms.ifca import IFCA, cluster_identities
 
 TINY = dict(epochs=1, batch_size=64, image_size=8, padding=1, max_samples=128)
@@ -18,9 +19,9 @@ def digits():
 
 
 @pytest.fixture(scope="module")
-def federation(digits):
-    fed, partition = grouped_federation(*digits, num_clients=6, image_size=8, seed=0)
-    return fed, partition
+def federation():
+    "The paper's clients on the digits, as a run's configuration builds them (6 clients, 8x8 encoder input)."
+    return build_federated_data(RunConfig(dataset="digits", partition="grouped_label_sets", num_clients=6, encoder_input={"image_size": 8}))
 
 
 def test_registered_names():
@@ -40,7 +41,7 @@ def test_encoder_cache_loads_the_named_dataset(tmp_path):
 
 def test_run_config_runs_cpcfl_and_ifca(tmp_path, federation):
     "RunConfig(algorithm='cpcfl', encoder_path=...) runs through the engine's `run`, writes its folder and resumes."
-    fed, _ = federation
+    fed = federation
     _, info = pretrained_encoder(PretrainConfig(dataset="digits", split="train", **TINY), cache_dir=tmp_path / "encoders", device="cpu")
     common = dict(model="cpcfl_cnn", model_kwargs={"padding": 1}, rounds=3, optimizer="adam", lr=1e-3, batch_size=32,
                   results_dir=str(tmp_path), device="cpu", local_epochs=1)
@@ -60,7 +61,7 @@ def test_run_config_runs_cpcfl_and_ifca(tmp_path, federation):
 
 
 def test_same_seed_same_history(federation):
-    fed, _ = federation
+    fed = federation
     training = LocalTraining(epochs=1, batch_size=32, optimizer="adam", lr=1e-3)
     first, _ = run_method("ifca", fed, 3, training, seed=3, model_kwargs={"padding": 1})
     second, _ = run_method("ifca", fed, 3, training, seed=3, model_kwargs={"padding": 1})
@@ -70,16 +71,17 @@ def test_same_seed_same_history(federation):
 
 def test_grouped_federation_protocol(digits, federation):
     "The paper's clients: 3 groups x 4 classes (overlapping by one), 20/20/5/5 train and test images, encoder-ready images."
-    fed, partition = federation
+    fed = federation
     assert fed.image_shape == (3, 8, 8) and fed.num_classes == 10
+    assert [c.domain for c in fed] == ["group 0", "group 0", "group 1", "group 1", "group 2", "group 2"]
     counts, test_counts = fed.class_counts(), fed.class_counts("test")
     assert (counts == test_counts).all()
-    for client, groups in zip(fed, partition.groups):
+    for client in fed:
         present = np.flatnonzero(counts[client.id])
-        assert present.tolist() == [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]][groups]
+        assert present.tolist() == [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]][int(client.domain[-1])]
         assert sorted(counts[client.id][present].tolist()) == [5, 5, 20, 20]
     with pytest.raises(ValueError, match="fewer than num_groups"):
-        grouped_federation(*digits, num_clients=2, image_size=8)
+        build_federation(*digits[:1], "grouped_label_sets", 2, test=digits[1])
 
 
 def test_mnist_cpcfl_finds_the_groups(tmp_path):
@@ -91,7 +93,7 @@ def test_mnist_cpcfl_finds_the_groups(tmp_path):
     torch.set_num_threads(1)
     config = PretrainConfig(dataset="mnist", split="train", epochs=2, batch_size=256, image_size=16, padding=1, max_samples=2048)
     _, info = pretrained_encoder(config, train.x, device="cpu", cache_dir=tmp_path)
-    fed, _ = grouped_federation(train, test, num_clients=6, image_size=16, seed=0)
+    fed = build_federation(train, "grouped_label_sets", 6, test=test, transform=lambda x: to_encoder_input(x, 16), seed=0)
     training = LocalTraining(epochs=3, batch_size=32, optimizer="adam", lr=1e-3)
     cpcfl, _ = run_method("cpcfl-simclr", fed, 12, training, exploration_rounds=2, encoder_path=info["path"], model_kwargs={"padding": 1})
     fedavg, _ = run_method("fedavg", fed, 12, training, model_kwargs={"padding": 1})

@@ -15,7 +15,8 @@ import torch
 
 from fedlearn_nb import core, engine
 from fedlearn_nb.core import torch_generator
-from fedlearn_nb.engine import CHECKPOINT_NAME, FederatedData, History, RunConfig, run, run_folder
+from fedlearn_nb.engine import CHECKPOINT_NAME, History, RunConfig, run, run_folder
+from fedlearn_nb.federation import FederatedData
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the kill tests fork a child process (POSIX only)")
 RESULT_FILES = ("config.json", "history.json", "history.csv", "clients.csv")

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from fedlearn_nb.core import torch_generator
-from fedlearn_nb.engine import CHECKPOINT_NAME, FederatedData, History, RunConfig, get_algorithm, run, run_folder
+from fedlearn_nb.engine import CHECKPOINT_NAME, History, RunConfig, get_algorithm, run, run_folder
+from fedlearn_nb.federation import FederatedData
 
 
 class Images:

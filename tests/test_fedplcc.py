@@ -5,7 +5,8 @@ import torch
 
 from fedlearn_nb.core import seed_everything, torch_generator
 from fedlearn_nb.data import DatasetNotFoundError, load_benchmark
-from fedlearn_nb.engine import FederatedData, LocalTraining, RunConfig, run, run_experiment
+from fedlearn_nb.engine import LocalTraining, RunConfig, run, run_experiment
+from fedlearn_nb.federation import FederatedData
 from fedlearn_nb.algorithms.fpl import FPL, cluster_class_vectors
 from fedlearn_nb.algorithms.fedplvm import FedPLVM
 from fedlearn_nb.algorithms.fedplcc import FedPLCC

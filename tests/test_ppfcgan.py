@@ -5,7 +5,7 @@ import torch
 from fedlearn_nb.core import seed_everything, torch_generator
 from fedlearn_nb.data import load_dataset
 from fedlearn_nb.engine import LocalTraining, get_algorithm, run_experiment, set_parameters
-from fedlearn_nb.algorithms.federated_clustering import clustering_federation
+from fedlearn_nb.federation import build_federation
 from fedlearn_nb.clustering import assign_to_centroids, clustering_scores
 from fedlearn_nb.algorithms.ppfcgan import PPFCGAN, dcn_encoder, mlp_decoder, train_dcn, update_centroids
 
@@ -42,7 +42,7 @@ def test_centroid_step_is_the_running_mean_over_batches():
 
 def test_the_clients_label_their_data_with_the_servers_encoder():
     "After the run the server holds the trained encoder; the clients' Eq. 3 labels are those of that encoder and the centroids."
-    data = clustering_federation(load_dataset("digits", split="all", image_size=16), p=1.0, seed=0)
+    data = build_federation(load_dataset("digits", split="all", image_size=16), "pmix", p=1.0, seed=0)
     algorithm = PPFCGAN(gan_width=8, gan_hidden_dim=32, noise_dim=16, synthetic_per_client=40, pretrain_epochs=2, dcn_epochs=1,
                         dcn_batch_size=64, decoder_hidden_dims=(32,), kmeans_n_init=2)
     seed_everything(0)

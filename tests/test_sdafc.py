@@ -6,8 +6,8 @@ import torch
 from fedlearn_nb.core import torch_generator
 from fedlearn_nb.data import load_dataset
 from fedlearn_nb.engine import History, LocalTraining, get_algorithm, run_experiment
-from fedlearn_nb.algorithms.federated_clustering import clustering_federation
 from fedlearn_nb.models import RawFeatures
+from fedlearn_nb.federation import build_federation
 from fedlearn_nb.algorithms.sdafc import SDAFC, SDAFCFCM, SDAFCKM, build_gan, latent_codes, synthesize, train_gan
 from fedlearn_nb.losses import discriminator_loss, generator_loss
 
@@ -19,7 +19,7 @@ SHORT = LocalTraining(steps=5, batch_size=32)
 @pytest.fixture(scope="module")
 def digits():
     "The embedded digits (train and test) at 16x16 over 10 clients at p = 0.5."
-    return clustering_federation(load_dataset("digits", split="all", image_size=16), p=0.5, seed=0)
+    return build_federation(load_dataset("digits", split="all", image_size=16), "pmix", p=0.5, seed=0)
 
 
 def test_registered_by_name():

@@ -129,9 +129,17 @@ def test_paper_sizes_need_shared_images_and_still_build():
     assert len(drawn) == 4500 and len(np.unique(drawn)) < len(drawn)
 
 
-def test_the_notebook_builds_its_clients_with_client_partition():
-    "The notebook's `federation` draws the clients with the setup cell's `client_partition` and hands them to grouped_federation."
-    source = next("".join(c["source"]) for c in CELLS if "def federation(" in "".join(c["source"]))
-    body = source[source.index("def federation("):]
-    body = body[:body.index("\ndef ", 1)]
-    assert "client_partition(train.y.numpy(), test.y.numpy(), clients, seed)" in body and "partition=partition" in body
+def test_client_partition_is_the_builders_draw():
+    "The notebook draws its figures' partition with `client_partition`; the federation builder draws the same clients."
+    import torch
+    from fedlearn_nb.data import LabelledData
+    from fedlearn_nb.federation import build_federation
+    train_labels, test_labels = CLIENT_LABELS["mnist"]
+    def indexed(labels):   # image i holds the number i
+        return LabelledData(torch.arange(len(labels), dtype=torch.float32).reshape(-1, 1, 1, 1), torch.as_tensor(labels), list("0123456789"))
+    for clients, seed in ((6, 0), (15, 3)):
+        partition = NS["client_partition"](train_labels, test_labels, clients, seed)
+        fed = build_federation(indexed(train_labels), "grouped_label_sets", clients, test=indexed(test_labels), seed=seed)
+        assert [c.x_train.flatten().long().tolist() for c in fed] == [p.tolist() for p in partition.train]
+        assert [c.x_test.flatten().long().tolist() for c in fed] == [p.tolist() for p in partition.test]
+        assert [c.domain for c in fed] == [f"group {g}" for g in partition.groups]

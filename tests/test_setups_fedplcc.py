@@ -143,7 +143,7 @@ def fake_domain(name: str, size: int = 8) -> Domain:
 
 def test_domainnet_keeps_its_train_augmentation():
     "DomainNet's flips and rotations reach the federation the engine trains on; Digit-5 and Office-10 are not augmented."
-    from fedlearn_nb.engine import FederatedData
+    from fedlearn_nb.federation import FederatedData
     benchmark = NS["assemble_benchmark"]("domainnet10", [fake_domain("clipart"), fake_domain("real")], 8)
     federation = FederatedData.from_benchmark(benchmark)
     assert federation.train_augmentation is not None and federation.num_clients == 2

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from ..engine import Client, EvaluateIns, FitIns, FitRes, get_parameters, register_algorithm
+from ..engine import EvaluateIns, FitIns, FitRes, get_parameters, register_algorithm
+from ..federation import Client
 from ..models import SplitModel, register_model
 from .federated_clustering import FederatedClustering
 from ..clustering import kmeans

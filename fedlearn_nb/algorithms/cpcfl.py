@@ -16,16 +16,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import (Client, FederatedData, History, LocalTraining, derive_seed, register_algorithm, run_experiment)
+from ..engine import History, LocalTraining, register_algorithm, run_experiment
+from ..federation import Client, FederatedData, derive_seed
 from .ifca import IFCA
 from ..models import build_model
 from ..partition import GroupedPartition, partition_grouped_label_sets
 from ..selfsupervised import save_encoder, to_encoder_input
 
 # %% auto #0
-__all__ = ['CPCFL_METHODS', 'CPCFL', 'grouped_federation', 'pooled_federation', 'MethodSpec', 'method_spec', 'method_settings',
-           'make_algorithm', 'cpcfl_model', 'run_method', 'encoder_state', 'client_predictions',
-           'classification_scores']
+__all__ = ['CPCFL_METHODS', 'CPCFL', 'MethodSpec', 'method_spec', 'method_settings', 'make_algorithm', 'cpcfl_model',
+           'run_method', 'encoder_state', 'client_predictions', 'classification_scores']
 
 # %% ../../nbs/52_cpcfl.ipynb #49eb247e
 @register_algorithm
@@ -39,34 +39,6 @@ class CPCFL(IFCA):
         super().__init__(num_clusters=num_clusters, exploration_rounds=exploration_rounds, init=init, max_restarts=max_restarts,
                          restart_window=restart_window, encoder_epochs=encoder_epochs, global_encoder=global_encoder,
                          encoder_path=encoder_path, bn=bn)
-
-# %% ../../nbs/52_cpcfl.ipynb #6f0e2b76
-def grouped_federation(train, test, num_clients: int = 60, image_size: int = 96, channels: int = 3, num_groups: int = 3,
-                       classes_per_group: int = 4, samples_per_class: Sequence[int] = (20, 20, 5, 5), seed: int = 0,
-                       device: str | torch.device = "cpu", name: str | None = None,
-                       partition: GroupedPartition | None = None) -> tuple[FederatedData, GroupedPartition]:
-    "CP-CFL's clients from labelled `train`/`test` data (`.x`, `.y`, `.classes`): grouped label sets (or a given `partition`), encoder-ready images."
-    if partition is None:
-        partition = partition_grouped_label_sets(train.y.cpu().numpy(), num_clients, num_groups, classes_per_group, samples_per_class,
-                                                 test_labels=test.y.cpu().numpy(), seed=seed)
-    elif partition.test is None: raise ValueError("partition has no test indices: draw it with test_labels= (every client needs test data)")
-    clients = []
-    for k, (train_index, test_index) in enumerate(zip(partition.train, partition.test)):
-        tr, te = torch.as_tensor(train_index), torch.as_tensor(test_index)
-        clients.append(Client(k, to_encoder_input(train.x[tr], image_size, channels).to(device), train.y[tr].long().to(device),
-                              to_encoder_input(test.x[te], image_size, channels).to(device), test.y[te].long().to(device),
-                              domain=f"group {int(partition.groups[k])}"))
-    return FederatedData(clients, list(train.classes), name or getattr(train, "name", "grouped")), partition
-
-def pooled_federation(data: FederatedData, by_group: bool = False) -> FederatedData:
-    "Table 5's centralised references: every client's train and test data pooled into one client, or one per true group."
-    keys = [c.domain if by_group else "all clients" for c in data.clients]
-    clients = []
-    for key in dict.fromkeys(keys):
-        members = [c for c, k in zip(data.clients, keys) if k == key]
-        clients.append(Client(len(clients), torch.cat([c.x_train for c in members]), torch.cat([c.y_train for c in members]),
-                              torch.cat([c.x_test for c in members]), torch.cat([c.y_test for c in members]), domain=key))
-    return FederatedData(clients, data.classes, f"{data.name} pooled {'by group' if by_group else 'all'}")
 
 # %% ../../nbs/52_cpcfl.ipynb #6c9bb86f
 @dataclass(frozen=True)

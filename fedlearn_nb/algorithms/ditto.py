@@ -11,8 +11,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import (Client, FitIns, PersonalModels, get_parameters, keep_personal, register_algorithm,
-                                set_parameters)
+from ..engine import FitIns, PersonalModels, get_parameters, keep_personal, register_algorithm, set_parameters
+from ..federation import Client
 from .fedavg import FedAvg
 from ..losses import proximal_term
 

@@ -12,7 +12,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import Client, FitIns, batch_indices, get_parameters, register_algorithm, set_parameters
+from ..engine import FitIns, batch_indices, get_parameters, register_algorithm, set_parameters
+from ..federation import Client
 from .fedavg import FedAvg
 from ..engine import PersonalModels, keep_personal
 

@@ -14,7 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import Client, FitIns, FitRes, Parameters, register_algorithm, set_parameters
+from ..engine import FitIns, FitRes, Parameters, register_algorithm, set_parameters
+from ..federation import Client
 from .fedavg import FedAvg
 from ..losses import proximal_term
 from ..engine import PersonalModels, keep_personal

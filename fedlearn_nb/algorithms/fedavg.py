@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..engine import Algorithm, Client, FitRes, register_algorithm, weighted_average
+from ..engine import Algorithm, FitRes, register_algorithm, weighted_average
+from ..federation import Client
 
 # %% auto #0
 __all__ = ['FedAvg']

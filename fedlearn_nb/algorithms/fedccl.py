@@ -16,7 +16,8 @@ import torch.nn.functional as F
 from ..adversarial import pgd_attack
 from .fedavg import FedAvg
 from ..clustering import finch
-from ..engine import Client, FitIns, FitRes, extract_features, register_algorithm
+from ..engine import FitIns, FitRes, extract_features, register_algorithm
+from ..federation import Client
 from ..losses import multi_positive_infonce
 
 # %% auto #0

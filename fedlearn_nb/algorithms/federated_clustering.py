@@ -16,38 +16,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import (Algorithm, Client, EvaluateIns, EvaluateRes, FederatedData, extract_features,
-                                derive_seed)
+from ..engine import Algorithm, EvaluateIns, EvaluateRes, extract_features
+from ..federation import Client, FederatedData, derive_seed
 from ..clustering import _check_clusters, _check_distance, assign_to_centroids, clustering_scores, kmeans
 
 # %% auto #0
-__all__ = ['merge_splits', 'clustering_federation', 'FederatedClustering']
-
-# %% ../../nbs/41_federated_clustering.ipynb #82768949
-def merge_splits(*datasets: Any, name: str | None = None) -> Any:
-    "One dataset holding the images and labels of all `datasets` (e.g. train and test), in order."
-    if not datasets: raise ValueError("give at least one dataset to merge")
-    classes = list(datasets[0].classes)
-    for data in datasets[1:]:
-        if list(data.classes) != classes: raise ValueError("the datasets to merge have different classes")
-    x = torch.cat([torch.as_tensor(d.x) for d in datasets])
-    y = torch.cat([torch.as_tensor(d.y).long() for d in datasets])
-    name = name or getattr(datasets[0], "name", "merged")
-    if dataclasses.is_dataclass(datasets[0]):
-        values = {f.name for f in dataclasses.fields(datasets[0])}
-        return dataclasses.replace(datasets[0], x=x, y=y, **({"name": name} if "name" in values else {}))
-    merged = type(datasets[0]).__new__(type(datasets[0]))
-    merged.__dict__.update({**vars(datasets[0]), "x": x, "y": y, "name": name})
-    return merged
-
-def clustering_federation(data: Any, p: float = 0.0, num_clients: int | None = None, seed: int = 0,
-                          device: str | torch.device = "cpu", samples_per_client: int | None = None,
-                          take_first: bool = False, name: str | None = None) -> FederatedData:
-    "CCFC's federation: the whole dataset split over `num_clients` (default: one per class) by the p-mix partition."
-    from fedlearn_nb.partition import partition_pmix
-    labels = torch.as_tensor(data.y).cpu().numpy()
-    parts = partition_pmix(labels, p, num_clients=num_clients, samples_per_client=samples_per_client, seed=seed, take_first=take_first)
-    return FederatedData.from_partition(data, parts, seed=seed, device=device, name=name or f"{getattr(data, 'name', 'data')}-p{p:g}")
+__all__ = ['FederatedClustering']
 
 # %% ../../nbs/41_federated_clustering.ipynb #f5fce58f
 class FederatedClustering(Algorithm):

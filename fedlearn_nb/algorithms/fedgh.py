@@ -13,8 +13,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import (Client, FitIns, FitRes, batch_indices, extract_features, get_parameters, register_algorithm,
+from ..engine import (FitIns, FitRes, batch_indices, extract_features, get_parameters, register_algorithm,
                                 seed_torch, set_parameters)
+from ..federation import Client
 from .fedavg import FedAvg
 from ..losses import class_prototypes
 from ..models import is_head_key

@@ -15,8 +15,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from scipy.optimize import minimize
 
-from ..engine import (Client, EvaluateIns, FitIns, FitRes, extract_features, get_parameters, register_algorithm,
+from ..engine import (EvaluateIns, FitIns, FitRes, extract_features, get_parameters, register_algorithm,
                                 set_parameters, weighted_average)
+from ..federation import Client
 from ..models import is_feature_key, is_head_key
 from .fedavg import FedAvg
 from ..losses import aggregate_prototypes, class_prototypes

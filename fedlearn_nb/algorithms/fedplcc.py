@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from ..engine import Client, FitIns, register_algorithm
+from ..engine import FitIns, register_algorithm
+from ..federation import Client
 from .fpl import ClusteredPrototypes
 from ..losses import fedplcc_top_phi_pull, fedplcc_weighted_contrast, normalize_weights_per_class
 

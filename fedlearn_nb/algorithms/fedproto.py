@@ -13,7 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import Client, FitIns, FitRes, extract_features, register_algorithm
+from ..engine import FitIns, FitRes, extract_features, register_algorithm
+from ..federation import Client
 from .fedavg import FedAvg
 from ..losses import aggregate_prototypes, class_prototypes, prototype_l2_pull
 

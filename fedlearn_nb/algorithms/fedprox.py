@@ -11,7 +11,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import Client, FitIns, register_algorithm
+from ..engine import FitIns, register_algorithm
+from ..federation import Client
 from .fedavg import FedAvg
 from ..losses import proximal_term
 

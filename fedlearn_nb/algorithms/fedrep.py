@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch.nn as nn
 
-from ..engine import Client, FitIns, register_algorithm
+from ..engine import FitIns, register_algorithm
+from ..federation import Client
 from .fedper import FedPer
 
 @register_algorithm

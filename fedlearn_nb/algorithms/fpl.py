@@ -14,7 +14,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..clustering import weighted_finch
-from ..engine import Client, FitIns, FitRes, extract_features, register_algorithm
+from ..engine import FitIns, FitRes, extract_features, register_algorithm
+from ..federation import Client
 from .fedavg import FedAvg
 from ..losses import multi_positive_infonce, unbiased_prototype_mse
 

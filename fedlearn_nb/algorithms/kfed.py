@@ -12,7 +12,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..engine import Client, FitIns, FitRes, register_algorithm
+from ..engine import FitIns, FitRes, register_algorithm
+from ..federation import Client
 from .federated_clustering import FederatedClustering
 from ..clustering import kmeans
 

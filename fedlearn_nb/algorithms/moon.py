@@ -13,7 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import Client, FederatedData, FitIns, LocalTraining, get_parameters, register_algorithm, set_parameters
+from ..engine import FitIns, LocalTraining, get_parameters, register_algorithm, set_parameters
+from ..federation import Client, FederatedData
 from .fedavg import FedAvg
 from ..losses import moon_model_contrastive_loss
 

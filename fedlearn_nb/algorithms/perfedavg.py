@@ -11,8 +11,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import (Client, EvaluateIns, EvaluateRes, batch_indices, evaluate_model, make_evaluate_res,
+from ..engine import (EvaluateIns, EvaluateRes, batch_indices, evaluate_model, make_evaluate_res,
                                 register_algorithm)
+from ..federation import Client
 from .fedavg import FedAvg
 
 def sgd_step(model: nn.Module, loss: torch.Tensor, step_size: float) -> None:

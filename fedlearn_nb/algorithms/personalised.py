@@ -10,34 +10,29 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 
-from ..federation import FederatedData
 from ..partition import partition_labels
 
 # %% auto #0
-__all__ = ['PERSONALISED_TEST_FRACTION', 'personalised_partition', 'personalised_federation']
+__all__ = ['PERSONALISED_TEST_FRACTION', 'personalised_scheme', 'personalised_partition']
 
 # %% ../../nbs/30_personalised.ipynb #5416fefa
 PERSONALISED_TEST_FRACTION = 0.25  # FedCRL §V-A: 75 % of each client's data for training, 25 % for testing
 
-def personalised_partition(labels: Any, setting: str, num_clients: int, seed: int = 0, beta: float = 0.1,
-                           classes_per_client: int = 2, min_partition_size: int = 10, self_balancing: bool = False,
-                           max_retries: int = 10, top_up: bool = False) -> list[np.ndarray]:
-    "Index arrays per client for FedCRL's `practical` (Dirichlet beta) or `pathological` (classes per client) setting."
-    labels = np.asarray(labels)
+def personalised_scheme(setting: str, num_clients: int, num_classes: int, beta: float = 0.1, classes_per_client: int = 2,
+                        min_partition_size: int = 10, self_balancing: bool = False, max_retries: int = 10,
+                        top_up: bool = False) -> tuple[str, dict]:
+    "The partition scheme and its options for FedCRL's `practical` (Dirichlet beta) or `pathological` (classes per client) setting."
     if setting == "practical":
-        return partition_labels("dirichlet", labels, num_clients, seed=seed, alpha=beta, min_partition_size=min_partition_size,
-                                self_balancing=self_balancing, max_retries=max_retries, top_up=top_up)
+        return "dirichlet", dict(alpha=beta, min_partition_size=min_partition_size, self_balancing=self_balancing,
+                                 max_retries=max_retries, top_up=top_up)
     if setting == "pathological":
-        mode = "first-deterministic" if num_clients >= len(np.unique(labels)) else "cover"
-        return partition_labels("pathological", labels, num_clients, seed=seed, num_classes_per_partition=classes_per_client,
-                                class_assignment_mode=mode)
+        mode = "first-deterministic" if num_clients >= num_classes else "cover"
+        return "pathological", dict(num_classes_per_partition=classes_per_client, class_assignment_mode=mode)
     raise ValueError(f"setting must be 'practical' (Dirichlet) or 'pathological' (classes per client), got {setting!r}")
 
-def personalised_federation(data, setting: str, num_clients: int, seed: int = 0, test_fraction: float = PERSONALISED_TEST_FRACTION,
-                            device: str | torch.device = "cpu", name: str | None = None, **partition_kwargs) -> FederatedData:
-    "Clients cut from `data` (a `LabelledData`) by `personalised_partition`, each keeping `test_fraction` of its share for testing."
-    parts = personalised_partition(data.y.cpu().numpy(), setting, num_clients, seed=seed, **partition_kwargs)
-    return FederatedData.from_partition(data, parts, test_fraction=test_fraction, seed=seed, device=device,
-                                        name=name or f"{getattr(data, 'name', 'data')}-{setting}")
+def personalised_partition(labels: Any, setting: str, num_clients: int, seed: int = 0, **options) -> list[np.ndarray]:
+    "Index arrays per client for FedCRL's `setting` (options: those of `personalised_scheme`)."
+    labels = np.asarray(labels)
+    scheme, partition_options = personalised_scheme(setting, num_clients, len(np.unique(labels)), **options)
+    return partition_labels(scheme, labels, num_clients, seed=seed, **partition_options)
