@@ -494,7 +494,8 @@ def flower_server_app(jobs: Sequence[dict], histories: list, num_nodes: int, wai
 
 # %% ../../nbs/93_flower.ipynb #b3bbe2ee
 def count_clients(config: RunConfig) -> int:
-    "How many clients (so SuperNodes) `config`'s federation has, without building it where the config says (iid, dirichlet)."
+    "How many clients (so SuperNodes) `config`'s federation has, without building it where the config says (`num_clients`)."
+    if config.pooled is not None: return build_federated_data(config).num_clients   # one client, or one per domain
     if config.partition != "domains": return config.num_clients
     from fedlearn_nb.data import load_benchmark
     return len(load_benchmark(config.dataset, **config.data_kwargs).domains) * config.clients_per_domain
