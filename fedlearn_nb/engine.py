@@ -38,10 +38,11 @@ __all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPO
            'message_bytes', 'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices', 'LocalTraining',
            'evaluate_model', 'extract_features', 'batchnorm_keys', 'Algorithm', 'summarize_evaluation',
            'disconnected_clients', 'select_clients', 'round_half_up', 'History', 'batching_obstacles',
-           'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients', 'experiment_fingerprint',
-           'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm',
-           'check_options', 'RunConfig', 'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder',
-           'register_backend', 'get_backend', 'run']
+           'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients', 'worker_obstacles',
+           'ClientUpdateError', 'fit_clients_in_workers', 'experiment_fingerprint', 'save_checkpoint',
+           'load_checkpoint', 'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm', 'check_options',
+           'RunConfig', 'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder', 'register_backend',
+           'get_backend', 'run']
 
 # %% ../nbs/10_engine.ipynb #9aaa9e88
 @functools.lru_cache(maxsize=256)
@@ -763,8 +764,8 @@ def _batching_pays(algorithm: Algorithm) -> bool:
     return algorithm.device.type != "cpu"
 
 def fit_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
-                client_batching: str = "auto") -> list[tuple[Client, FitRes]]:
-    "The local updates of a round: batched when `client_batching` is 'batched' (or 'auto' and the set-up allows it), else one client after another."
+                client_batching: str = "auto", client_workers: int = 1) -> list[tuple[Client, FitRes]]:
+    "The local updates of a round: batched when `client_batching` is 'batched' (or 'auto' and the set-up allows it), else one client after another (in `client_workers` processes when the algorithm allows it)."
     if client_batching not in CLIENT_BATCHING: raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {client_batching!r}")
     if client_batching == "batched" or (client_batching == "auto" and len(instructions) > 1 and _batching_pays(algorithm)):
         obstacles = batching_obstacles(algorithm, instructions)
@@ -776,11 +777,146 @@ def fit_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[C
             except (RuntimeError, NotImplementedError) as error:  # vmap could not run the model; nothing has been changed yet
                 if client_batching == "batched": raise
                 algorithm._vmap_failure = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+    if client_workers != 1:  # worker processes (see below): 0 means one per core
+        workers, obstacles = _worker_count(client_workers, len(instructions)), worker_obstacles(algorithm)
+        if workers > 1 and not obstacles: return fit_clients_in_workers(algorithm, round, instructions, workers)
+        if workers > 1 and client_workers > 1: warnings.warn(f"client_workers={client_workers}: the clients train one after another: " + "; ".join(obstacles))
     results = []
     for client, ins in instructions:
         seed_torch(algorithm.seed_for(round, client.id, "fit"), algorithm.device)
         results.append((client, algorithm.client_fit(client, ins)))
     return results
+
+# %% ../nbs/10_engine.ipynb #c15a0002
+import os
+import warnings
+
+def _declaring_class(cls: type, name: str) -> type | None:
+    "The first class in `cls`'s method resolution order that defines `name`."
+    return next((k for k in cls.__mro__ if name in vars(k)), None)
+
+def worker_obstacles(algorithm: Algorithm) -> list[str]:
+    "Why the clients of `algorithm` (set up or not) cannot train in forked worker processes (empty: they can)."
+    import multiprocessing
+    cls, reasons = type(algorithm), []
+    if not getattr(algorithm, "independent_clients", False):
+        reasons.append(f"{cls.__name__} does not declare independent_clients = True (its client update may change the algorithm "
+                       "object itself, which a worker process does not send back)")
+    elif "independent_clients" not in vars(algorithm):
+        declarer = _declaring_class(cls, "independent_clients")
+        replaced = [n for n in _CLIENT_HOOKS if n in vars(algorithm) or _declaring_class(cls, n) not in declarer.__mro__]
+        if replaced: reasons.append(f"{cls.__name__} replaces the client hooks {replaced} below {declarer.__name__}, which declared "
+                                    f"independent_clients = True; {cls.__name__} must declare it again if they keep nothing outside client.state")
+    device = getattr(algorithm, "device", None)  # known once set up
+    if device is not None and device.type != "cpu": reasons.append(f"the device is {device}, and only a CPU survives a fork")
+    if "fork" not in multiprocessing.get_all_start_methods(): reasons.append("this platform cannot fork processes")
+    return reasons
+
+def _worker_count(client_workers: int, clients: int) -> int:
+    "How many worker processes train `clients` clients: `client_workers`, or one per core when it is 0, at most one per client."
+    if not isinstance(client_workers, int) or isinstance(client_workers, bool) or client_workers < 0:
+        raise ValueError(f"client_workers must be an int >= 0 (1: no workers, 0: one per core), got {client_workers!r}")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(client_workers or cores, clients))
+
+class ClientUpdateError(RuntimeError):
+    "A client's update failed in a worker process (the message names the client and carries the worker's traceback)."
+
+def _global_random_state() -> tuple:
+    "numpy's and Python's global generator states, comparable with ==."
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    return kind, keys.tobytes(), position, has_gauss, gauss, random.getstate()
+
+def _send(connection, message: tuple) -> None:
+    buffer = io.BytesIO(); torch.save(message, buffer); connection.send_bytes(buffer.getvalue())
+
+def _fit_in_worker(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]], counter, connection) -> None:
+    "A worker's loop: take the next client from `counter`, update it as the sequential loop does, send back its result and state."
+    import traceback
+    torch.set_num_threads(1)
+    last = len(instructions) - 1
+    while True:
+        with counter.get_lock(): index = counter.value; counter.value += 1
+        if index > last: return
+        client, ins = instructions[index]
+        _send(connection, ("start", index))
+        try:
+            before = _global_random_state()
+            seed_torch(algorithm.seed_for(round, client.id, "fit"), algorithm.device)
+            result = algorithm.client_fit(client, ins)
+            if _global_random_state() != before:
+                raise RuntimeError(f"{type(algorithm).__name__}'s client update drew from numpy's or Python's global random generator, "
+                                   "so its result depends on the clients trained before it; it cannot run in workers "
+                                   "(draw from algorithm.generator(...) instead, or do not declare independent_clients)")
+            end = (get_parameters(algorithm.model), algorithm.model.training, torch.get_rng_state()) if index == last else None
+            message = ("done", index, result, client.state, end)
+        except Exception as error:
+            message = ("failed", index, f"{type(error).__name__}: {error}", traceback.format_exc())
+        _send(connection, message)
+
+def _exit_reason(status: int) -> str:
+    "A waitpid status in words."
+    if os.WIFSIGNALED(status): return f"was killed by signal {os.WTERMSIG(status)}"
+    return f"exited with code {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"ended with status {status}"
+
+def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
+                           workers: int = 2) -> list[tuple[Client, FitRes]]:
+    "Every instructed client's update, computed as the sequential loop does, in `workers` forked processes: (client, FitRes) in order."
+    import multiprocessing, multiprocessing.connection, signal, sys
+    context = multiprocessing.get_context("fork")
+    counter = context.Value("q", 0)
+    for stream in (sys.stdout, sys.stderr): stream.flush()  # or a worker's exit would print the parent's buffered text again
+    processes = {}  # read end of the worker's pipe -> pid
+    for _ in range(max(1, min(workers, len(instructions)))):
+        receiver, sender = context.Pipe(duplex=False)
+        pid = os.fork()
+        if pid == 0:  # the worker: its loop, then out without running the parent's exit handlers
+            code = 1
+            try:
+                receiver.close()
+                for other in processes: other.close()
+                _fit_in_worker(algorithm, round, instructions, counter, sender); code = 0
+            finally:
+                try: sys.stdout.flush(); sys.stderr.flush()
+                finally: os._exit(code)
+        sender.close()
+        processes[receiver] = pid
+    results, training, failure, pids = [None] * len(instructions), {}, None, list(processes.values())
+    try:
+        while processes and failure is None:
+            for receiver in multiprocessing.connection.wait(list(processes)):
+                pid = processes[receiver]
+                try: message = torch.load(io.BytesIO(receiver.recv_bytes()), weights_only=False)
+                except EOFError:  # the worker has finished, or died
+                    del processes[receiver]; receiver.close()
+                    if pid in training:
+                        _, status = os.waitpid(pid, 0); pids.remove(pid)
+                        client = instructions[training[pid]][0]
+                        failure = ClientUpdateError(f"client {client.id}: the worker process training it {_exit_reason(status)}")
+                    continue
+                if message[0] == "start": training[pid] = message[1]
+                elif message[0] == "done": results[message[1]] = message[2:]; training.pop(pid)
+                else:
+                    client = instructions[message[1]][0]
+                    failure = ClientUpdateError(f"client {client.id} failed in a worker process: {message[2]}\n\n"
+                                                f"The worker's traceback:\n{message[3]}")
+                    break
+        missing = [instructions[i][0].id for i, r in enumerate(results) if r is None]
+        if failure is None and missing: failure = ClientUpdateError(f"the updates of clients {missing[:5]} did not come back from the workers")
+        if failure is not None: raise failure
+    finally:
+        for receiver in processes: receiver.close()
+        for pid in pids:
+            if failure is not None:
+                try: os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError: pass
+            os.waitpid(pid, 0)
+    for (client, _), (_, state, _) in zip(instructions, results):
+        if state is not client.state: client.state.clear(); client.state.update(state)
+    parameters, is_training, generator_state = results[-1][2]  # leave the working model and torch's generator as the loop leaves them
+    set_parameters(algorithm.model, parameters); algorithm.model.train(is_training); torch.set_rng_state(generator_state)
+    algorithm._eval_loaded = None
+    return [(client, result) for (client, _), (result, _, _) in zip(instructions, results)]
 
 # %% ../nbs/10_engine.ipynb #2df21ccf
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -830,7 +966,7 @@ def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, 
                    disconnection_rate: float = 0.0, dropout_rate: float = 0.0, eval_every: int = 1,
                    run_dir: str | Path | None = None, resume: bool = True, progress: bool = True,
                    metadata: dict | None = None, callbacks: Sequence[Callable[[int, dict], None]] = (), name: str | None = None,
-                   files: Mapping[str, Any] | None = None, client_batching: str = "auto") -> History:
+                   files: Mapping[str, Any] | None = None, client_batching: str = "auto", client_workers: int = 1) -> History:
     "Run `rounds` federated rounds of `algorithm`; with `run_dir`, checkpoint every round and resume an interrupted run."
     if client_batching not in CLIENT_BATCHING: raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {client_batching!r}")
     if rounds < 1: raise ValueError(f"rounds must be >= 1, got {rounds}")
@@ -866,7 +1002,8 @@ def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, 
     for round in bar:
         began = time.perf_counter()
         record = run_round(algorithm, data, round, select_clients(available, fraction, round, seed, dropout_rate),
-                           evaluate=(round % eval_every == 0 or round == rounds), offline=offline, client_batching=client_batching)
+                           evaluate=(round % eval_every == 0 or round == rounds), offline=offline, client_batching=client_batching,
+                           client_workers=client_workers)
         history.append(record, time.perf_counter() - began)
         if "accuracy_weighted" in record: bar.set_postfix(acc=f"{record['accuracy_weighted']:.3f}")
         if checkpoint is not None:
@@ -878,12 +1015,12 @@ def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, 
     return history
 
 def run_round(algorithm: Algorithm, data: FederatedData, round: int, participants: Sequence[int], evaluate: bool = True,
-              offline: Iterable[int] = (), client_batching: str = "auto") -> dict:
+              offline: Iterable[int] = (), client_batching: str = "auto", client_workers: int = 1) -> dict:
     "One round: instructions to `participants`, their local updates, aggregation and (optionally) evaluation; returns its record."
     algorithm._eval_loaded = None
     clients = [data.clients[i] for i in participants]
     instructions = algorithm.configure_fit(round, clients)
-    results = fit_clients(algorithm, round, instructions, client_batching)
+    results = fit_clients(algorithm, round, instructions, client_batching, client_workers)
     bytes_down = sum(message_bytes(ins) for _, ins in instructions)
     bytes_up = sum(message_bytes(res) for _, res in results)
     fit_metrics = algorithm.aggregate_fit(round, results)
@@ -988,12 +1125,14 @@ class RunConfig:
     results_dir: str | None = None        # None: the settings' results_dir
     name: str | None = None               # the run folder's name; None: derived from the config
     client_batching: str = "auto"         # "auto" | "batched" | "sequential": how a round's clients train (see fit_clients)
+    client_workers: int = 1               # processes for clients trained one by one: 1 none, 0 one per core (see fit_clients_in_workers)
 
     def __post_init__(self):
         if self.partition not in ("domains", "iid", "dirichlet"):
             raise ValueError(f"partition must be 'domains', 'iid' or 'dirichlet', got {self.partition!r}")
         if self.client_batching not in CLIENT_BATCHING:
             raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {self.client_batching!r}")
+        _worker_count(self.client_workers, 1)  # an int >= 0
         if self.bn not in _BN_POLICIES: raise ValueError(f"bn must be one of {_BN_POLICIES}, got {self.bn!r}")
         if self.partition == "domains" and self.partition_kwargs:
             raise ValueError("partition_kwargs are not used with partition='domains' (one or more equal clients per domain); "
@@ -1025,7 +1164,7 @@ class RunConfig:
 
     def identity(self) -> dict:
         "The fields that define the experiment's results (not rounds, device, how clients are scheduled, or where it is written)."
-        return {k: v for k, v in asdict(self).items() if k not in ("rounds", "device", "results_dir", "name", "client_batching")}
+        return {k: v for k, v in asdict(self).items() if k not in ("rounds", "device", "results_dir", "name", "client_batching", "client_workers")}
 
     def training(self) -> LocalTraining:
         "The local-training settings of this config."
@@ -1126,5 +1265,6 @@ def run(config: RunConfig, resume: bool = True, progress: bool = True, data: Fed
                              disconnection_rate=config.disconnection_rate, dropout_rate=config.dropout_rate,
                              eval_every=config.eval_every, run_dir=folder, resume=resume, progress=progress,
                              metadata=metadata, callbacks=callbacks, name=config.name or config.algorithm,
-                             files={"config.json": {"config": config, "metadata": metadata}}, client_batching=config.client_batching)
+                             files={"config.json": {"config": config, "metadata": metadata}}, client_batching=config.client_batching,
+                             client_workers=config.client_workers)
     return history
