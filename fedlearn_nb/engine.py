@@ -863,6 +863,7 @@ def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Seque
                            workers: int = 2) -> list[tuple[Client, FitRes]]:
     "Every instructed client's update, computed as the sequential loop does, in `workers` forked processes: (client, FitRes) in order."
     import multiprocessing, multiprocessing.connection, signal, sys
+    if not instructions: return []
     context = multiprocessing.get_context("fork")
     counter = context.Value("q", 0)
     for stream in (sys.stdout, sys.stderr): stream.flush()  # or a worker's exit would print the parent's buffered text again
@@ -881,7 +882,7 @@ def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Seque
                 finally: os._exit(code)
         sender.close()
         processes[receiver] = pid
-    results, training, failure, pids = [None] * len(instructions), {}, None, list(processes.values())
+    results, training, failure, pids, completed = [None] * len(instructions), {}, None, list(processes.values()), False
     try:
         while processes and failure is None:
             for receiver in multiprocessing.connection.wait(list(processes)):
@@ -904,10 +905,11 @@ def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Seque
         missing = [instructions[i][0].id for i, r in enumerate(results) if r is None]
         if failure is None and missing: failure = ClientUpdateError(f"the updates of clients {missing[:5]} did not come back from the workers")
         if failure is not None: raise failure
-    finally:
+        completed = True
+    finally:  # on any error (an interrupt too) the workers are stopped, not waited for
         for receiver in processes: receiver.close()
         for pid in pids:
-            if failure is not None:
+            if not completed:
                 try: os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError: pass
             os.waitpid(pid, 0)
