@@ -789,6 +789,7 @@ def fit_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[C
 
 # %% ../nbs/10_engine.ipynb #c15a0002
 import os
+import pickle
 import warnings
 
 def _declaring_class(cls: type, name: str) -> type | None:
@@ -827,11 +828,23 @@ def _global_random_state() -> tuple:
     kind, keys, position, has_gauss, gauss = np.random.get_state()
     return kind, keys.tobytes(), position, has_gauss, gauss, random.getstate()
 
-def _send(connection, message: tuple) -> None:
-    buffer = io.BytesIO(); torch.save(message, buffer); connection.send_bytes(buffer.getvalue())
+_NUMPY_DTYPES = {torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
+                 torch.complex64, torch.complex128}
 
-def _fit_in_worker(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]], counter, connection) -> None:
-    "A worker's loop: take the next client from `counter`, update it as the sequential loop does, send back its result and state."
+class _ResultPickler(pickle.Pickler):
+    "Pickles plain CPU tensors as numpy arrays: one memory copy each (torch's own pickling writes a small archive per tensor)."
+    def reducer_override(self, obj):
+        if (type(obj) is torch.Tensor and obj.device.type == "cpu" and obj.layout == torch.strided and not obj.requires_grad
+                and obj.dtype in _NUMPY_DTYPES):
+            try: return torch.from_numpy, (obj.numpy(),)
+            except (RuntimeError, TypeError): pass  # e.g. a lazily conjugated tensor: torch's own way
+        return NotImplemented
+
+def _save_result(message: tuple, path: str) -> None:
+    with open(path, "wb") as file: _ResultPickler(file, protocol=pickle.HIGHEST_PROTOCOL).dump(message)
+
+def _fit_in_worker(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]], counter, connection, folder: str) -> None:
+    "A worker's loop: take the next client from `counter`, update it as the sequential loop does, leave its result and state in `folder`."
     import traceback
     torch.set_num_threads(1)
     last = len(instructions) - 1
@@ -839,7 +852,7 @@ def _fit_in_worker(algorithm: Algorithm, round: int, instructions: Sequence[tupl
         with counter.get_lock(): index = counter.value; counter.value += 1
         if index > last: return
         client, ins = instructions[index]
-        _send(connection, ("start", index))
+        connection.send(("start", index))
         try:
             before = _global_random_state()
             seed_torch(algorithm.seed_for(round, client.id, "fit"), algorithm.device)
@@ -852,7 +865,11 @@ def _fit_in_worker(algorithm: Algorithm, round: int, instructions: Sequence[tupl
             message = ("done", index, result, client.state, end)
         except Exception as error:
             message = ("failed", index, f"{type(error).__name__}: {error}", traceback.format_exc())
-        _send(connection, message)
+        path = os.path.join(folder, f"{index}.pt")  # a file, not the pipe: a large result never waits for the engine to read it
+        try: _save_result(message, path)
+        except Exception as error:
+            _save_result(("failed", index, f"its result could not be saved ({type(error).__name__}: {error})", traceback.format_exc()), path)
+        connection.send(("saved", index, path))
 
 def _exit_reason(status: int) -> str:
     "A waitpid status in words."
@@ -862,10 +879,10 @@ def _exit_reason(status: int) -> str:
 def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
                            workers: int = 2) -> list[tuple[Client, FitRes]]:
     "Every instructed client's update, computed as the sequential loop does, in `workers` forked processes: (client, FitRes) in order."
-    import multiprocessing, multiprocessing.connection, signal, sys
+    import multiprocessing, multiprocessing.connection, shutil, signal, sys, tempfile
     if not instructions: return []
     context = multiprocessing.get_context("fork")
-    counter = context.Value("q", 0)
+    counter, folder = context.Value("q", 0), tempfile.mkdtemp(prefix="fedlearn-workers-")
     for stream in (sys.stdout, sys.stderr): stream.flush()  # or a worker's exit would print the parent's buffered text again
     processes = {}  # read end of the worker's pipe -> pid
     for _ in range(max(1, min(workers, len(instructions)))):
@@ -876,7 +893,7 @@ def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Seque
             try:
                 receiver.close()
                 for other in processes: other.close()
-                _fit_in_worker(algorithm, round, instructions, counter, sender); code = 0
+                _fit_in_worker(algorithm, round, instructions, counter, sender, folder); code = 0
             finally:
                 try: sys.stdout.flush(); sys.stderr.flush()
                 finally: os._exit(code)
@@ -887,7 +904,7 @@ def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Seque
         while processes and failure is None:
             for receiver in multiprocessing.connection.wait(list(processes)):
                 pid = processes[receiver]
-                try: message = torch.load(io.BytesIO(receiver.recv_bytes()), weights_only=False)
+                try: message = receiver.recv()
                 except EOFError:  # the worker has finished, or died
                     del processes[receiver]; receiver.close()
                     if pid in training:
@@ -895,8 +912,10 @@ def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Seque
                         client = instructions[training[pid]][0]
                         failure = ClientUpdateError(f"client {client.id}: the worker process training it {_exit_reason(status)}")
                     continue
-                if message[0] == "start": training[pid] = message[1]
-                elif message[0] == "done": results[message[1]] = message[2:]; training.pop(pid)
+                if message[0] == "start": training[pid] = message[1]; continue
+                with open(message[2], "rb") as file: message, saved = pickle.load(file), message[2]
+                os.remove(saved)
+                if message[0] == "done": results[message[1]] = message[2:]; training.pop(pid)
                 else:
                     client = instructions[message[1]][0]
                     failure = ClientUpdateError(f"client {client.id} failed in a worker process: {message[2]}\n\n"
@@ -913,6 +932,7 @@ def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Seque
                 try: os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError: pass
             os.waitpid(pid, 0)
+        shutil.rmtree(folder, ignore_errors=True)
     for (client, _), (_, state, _) in zip(instructions, results):
         if state is not client.state: client.state.clear(); client.state.update(state)
     parameters, is_training, generator_state = results[-1][2]  # leave the working model and torch's generator as the loop leaves them
