@@ -34,9 +34,10 @@ def config_for(clients: int, rounds: int, results_dir: str, workload: dict | Non
     "The benchmark's run: FedAvg on Fashion-MNIST over `clients` iid clients; `workload` overrides WORKLOAD's model and local work."
     from fedlearn_nb.engine import RunConfig
     work = {**WORKLOAD, **(workload or {})}
-    return RunConfig(dataset="fashion_mnist", partition="iid", num_clients=clients, model=work["model"], algorithm="fedavg", rounds=rounds,
+    return RunConfig(dataset=work.get("dataset", "fashion_mnist"), partition="iid", num_clients=clients, model=work["model"], algorithm="fedavg", rounds=rounds,
                      local_steps=work["local_steps"], local_epochs=work["local_epochs"], batch_size=work["batch_size"], optimizer="sgd",
-                     lr=0.01, results_dir=results_dir, name=f"speed-{clients}", client_batching=work["client_batching"])
+                     lr=0.01, results_dir=results_dir, name=f"speed-{clients}", client_batching=work["client_batching"],
+                     client_workers=work.get("client_workers", 1))
 
 
 def measure(backend: str, clients: int, rounds: int, workers: int, workload: dict | None = None) -> dict:

@@ -40,9 +40,10 @@ __all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPO
            'extract_features', 'batchnorm_keys', 'Algorithm', 'make_evaluate_res', 'keep_personal', 'PersonalModels',
            'summarize_evaluation', 'disconnected_clients', 'select_clients', 'round_half_up', 'History',
            'batching_obstacles', 'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients',
-           'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round',
-           'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig', 'build_federated_data',
-           'build_model_for', 'build_algorithm', 'run_folder', 'register_backend', 'get_backend', 'run']
+           'worker_obstacles', 'ClientUpdateError', 'fit_clients_in_workers', 'experiment_fingerprint',
+           'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm',
+           'check_options', 'RunConfig', 'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder',
+           'register_backend', 'get_backend', 'run']
 
 # %% ../nbs/10_engine.ipynb #5c37ce6d
 Parameters = dict  # name -> torch.Tensor, like a (partial) state dict
@@ -688,8 +689,8 @@ def _batching_pays(algorithm: Algorithm) -> bool:
     return algorithm.device.type != "cpu"
 
 def fit_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
-                client_batching: str = "auto") -> list[tuple[Client, FitRes]]:
-    "The local updates of a round: batched when `client_batching` is 'batched' (or 'auto' and the set-up allows it), else one client after another."
+                client_batching: str = "auto", client_workers: int = 1) -> list[tuple[Client, FitRes]]:
+    "The local updates of a round: batched when `client_batching` is 'batched' (or 'auto' and the set-up allows it), else one client after another (in `client_workers` processes when the algorithm allows it)."
     if client_batching not in CLIENT_BATCHING: raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {client_batching!r}")
     if client_batching == "batched" or (client_batching == "auto" and len(instructions) > 1 and _batching_pays(algorithm)):
         obstacles = batching_obstacles(algorithm, instructions)
@@ -701,11 +702,168 @@ def fit_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[C
             except (RuntimeError, NotImplementedError) as error:  # vmap could not run the model; nothing has been changed yet
                 if client_batching == "batched": raise
                 algorithm._vmap_failure = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+    if client_workers != 1:  # worker processes (see below): 0 means one per core
+        workers, obstacles = _worker_count(client_workers, len(instructions)), worker_obstacles(algorithm)
+        if workers > 1 and not obstacles: return fit_clients_in_workers(algorithm, round, instructions, workers)
+        if workers > 1 and client_workers > 1: warnings.warn(f"client_workers={client_workers}: the clients train one after another: " + "; ".join(obstacles))
     results = []
     for client, ins in instructions:
         seed_torch(algorithm.seed_for(round, client.id, "fit"), algorithm.device)
         results.append((client, algorithm.client_fit(client, ins)))
     return results
+
+# %% ../nbs/10_engine.ipynb #c15a0002
+import os
+import pickle
+import warnings
+
+def _declaring_class(cls: type, name: str) -> type | None:
+    "The first class in `cls`'s method resolution order that defines `name`."
+    return next((k for k in cls.__mro__ if name in vars(k)), None)
+
+def worker_obstacles(algorithm: Algorithm) -> list[str]:
+    "Why the clients of `algorithm` (set up or not) cannot train in forked worker processes (empty: they can)."
+    import multiprocessing
+    cls, reasons = type(algorithm), []
+    if not getattr(algorithm, "independent_clients", False):
+        reasons.append(f"{cls.__name__} does not declare independent_clients = True (its client update may change the algorithm "
+                       "object itself, which a worker process does not send back)")
+    elif "independent_clients" not in vars(algorithm):
+        declarer = _declaring_class(cls, "independent_clients")
+        replaced = [n for n in _CLIENT_HOOKS if n in vars(algorithm) or _declaring_class(cls, n) not in declarer.__mro__]
+        if replaced: reasons.append(f"{cls.__name__} replaces the client hooks {replaced} below {declarer.__name__}, which declared "
+                                    f"independent_clients = True; {cls.__name__} must declare it again if they keep nothing outside client.state")
+    device = getattr(algorithm, "device", None)  # known once set up
+    if device is not None and device.type != "cpu": reasons.append(f"the device is {device}, and only a CPU survives a fork")
+    if "fork" not in multiprocessing.get_all_start_methods(): reasons.append("this platform cannot fork processes")
+    return reasons
+
+def _worker_count(client_workers: int, clients: int) -> int:
+    "How many worker processes train `clients` clients: `client_workers`, or one per core when it is 0, at most one per client."
+    if not isinstance(client_workers, int) or isinstance(client_workers, bool) or client_workers < 0:
+        raise ValueError(f"client_workers must be an int >= 0 (1: no workers, 0: one per core), got {client_workers!r}")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(client_workers or cores, clients))
+
+class ClientUpdateError(RuntimeError):
+    "A client's update failed in a worker process (the message names the client and carries the worker's traceback)."
+
+def _global_random_state() -> tuple:
+    "numpy's and Python's global generator states, comparable with ==."
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    return kind, keys.tobytes(), position, has_gauss, gauss, random.getstate()
+
+_NUMPY_DTYPES = {torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
+                 torch.complex64, torch.complex128}
+
+class _ResultPickler(pickle.Pickler):
+    "Pickles plain CPU tensors as numpy arrays: one memory copy each (torch's own pickling writes a small archive per tensor)."
+    def reducer_override(self, obj):
+        if (type(obj) is torch.Tensor and obj.device.type == "cpu" and obj.layout == torch.strided and not obj.requires_grad
+                and obj.dtype in _NUMPY_DTYPES):
+            try: return torch.from_numpy, (obj.numpy(),)
+            except (RuntimeError, TypeError): pass  # e.g. a lazily conjugated tensor: torch's own way
+        return NotImplemented
+
+def _save_result(message: tuple, path: str) -> None:
+    with open(path, "wb") as file: _ResultPickler(file, protocol=pickle.HIGHEST_PROTOCOL).dump(message)
+
+def _fit_in_worker(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]], counter, connection, folder: str) -> None:
+    "A worker's loop: take the next client from `counter`, update it as the sequential loop does, leave its result and state in `folder`."
+    import traceback
+    torch.set_num_threads(1)
+    last = len(instructions) - 1
+    while True:
+        with counter.get_lock(): index = counter.value; counter.value += 1
+        if index > last: return
+        client, ins = instructions[index]
+        connection.send(("start", index))
+        try:
+            before = _global_random_state()
+            seed_torch(algorithm.seed_for(round, client.id, "fit"), algorithm.device)
+            result = algorithm.client_fit(client, ins)
+            if _global_random_state() != before:
+                raise RuntimeError(f"{type(algorithm).__name__}'s client update drew from numpy's or Python's global random generator, "
+                                   "so its result depends on the clients trained before it; it cannot run in workers "
+                                   "(draw from algorithm.generator(...) instead, or do not declare independent_clients)")
+            end = (get_parameters(algorithm.model), algorithm.model.training, torch.get_rng_state()) if index == last else None
+            message = ("done", index, result, client.state, end)
+        except Exception as error:
+            message = ("failed", index, f"{type(error).__name__}: {error}", traceback.format_exc())
+        path = os.path.join(folder, f"{index}.pt")  # a file, not the pipe: a large result never waits for the engine to read it
+        try: _save_result(message, path)
+        except Exception as error:
+            _save_result(("failed", index, f"its result could not be saved ({type(error).__name__}: {error})", traceback.format_exc()), path)
+        connection.send(("saved", index, path))
+
+def _exit_reason(status: int) -> str:
+    "A waitpid status in words."
+    if os.WIFSIGNALED(status): return f"was killed by signal {os.WTERMSIG(status)}"
+    return f"exited with code {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"ended with status {status}"
+
+def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
+                           workers: int = 2) -> list[tuple[Client, FitRes]]:
+    "Every instructed client's update, computed as the sequential loop does, in `workers` forked processes: (client, FitRes) in order."
+    import multiprocessing, multiprocessing.connection, shutil, signal, sys, tempfile
+    if not instructions: return []
+    context = multiprocessing.get_context("fork")
+    counter, folder = context.Value("q", 0), tempfile.mkdtemp(prefix="fedlearn-workers-")
+    for stream in (sys.stdout, sys.stderr): stream.flush()  # or a worker's exit would print the parent's buffered text again
+    processes = {}  # read end of the worker's pipe -> pid
+    for _ in range(max(1, min(workers, len(instructions)))):
+        receiver, sender = context.Pipe(duplex=False)
+        pid = os.fork()
+        if pid == 0:  # the worker: its loop, then out without running the parent's exit handlers
+            code = 1
+            try:
+                receiver.close()
+                for other in processes: other.close()
+                _fit_in_worker(algorithm, round, instructions, counter, sender, folder); code = 0
+            finally:
+                try: sys.stdout.flush(); sys.stderr.flush()
+                finally: os._exit(code)
+        sender.close()
+        processes[receiver] = pid
+    results, training, failure, pids, completed = [None] * len(instructions), {}, None, list(processes.values()), False
+    try:
+        while processes and failure is None:
+            for receiver in multiprocessing.connection.wait(list(processes)):
+                pid = processes[receiver]
+                try: message = receiver.recv()
+                except EOFError:  # the worker has finished, or died
+                    del processes[receiver]; receiver.close()
+                    if pid in training:
+                        _, status = os.waitpid(pid, 0); pids.remove(pid)
+                        client = instructions[training[pid]][0]
+                        failure = ClientUpdateError(f"client {client.id}: the worker process training it {_exit_reason(status)}")
+                    continue
+                if message[0] == "start": training[pid] = message[1]; continue
+                with open(message[2], "rb") as file: message, saved = pickle.load(file), message[2]
+                os.remove(saved)
+                if message[0] == "done": results[message[1]] = message[2:]; training.pop(pid)
+                else:
+                    client = instructions[message[1]][0]
+                    failure = ClientUpdateError(f"client {client.id} failed in a worker process: {message[2]}\n\n"
+                                                f"The worker's traceback:\n{message[3]}")
+                    break
+        missing = [instructions[i][0].id for i, r in enumerate(results) if r is None]
+        if failure is None and missing: failure = ClientUpdateError(f"the updates of clients {missing[:5]} did not come back from the workers")
+        if failure is not None: raise failure
+        completed = True
+    finally:  # on any error (an interrupt too) the workers are stopped, not waited for
+        for receiver in processes: receiver.close()
+        for pid in pids:
+            if not completed:
+                try: os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError: pass
+            os.waitpid(pid, 0)
+        shutil.rmtree(folder, ignore_errors=True)
+    for (client, _), (_, state, _) in zip(instructions, results):
+        if state is not client.state: client.state.clear(); client.state.update(state)
+    parameters, is_training, generator_state = results[-1][2]  # leave the working model and torch's generator as the loop leaves them
+    set_parameters(algorithm.model, parameters); algorithm.model.train(is_training); torch.set_rng_state(generator_state)
+    algorithm._eval_loaded = None
+    return [(client, result) for (client, _), (result, _, _) in zip(instructions, results)]
 
 # %% ../nbs/10_engine.ipynb #2df21ccf
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -755,7 +913,7 @@ def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, 
                    disconnection_rate: float = 0.0, dropout_rate: float = 0.0, eval_every: int = 1,
                    run_dir: str | Path | None = None, resume: bool = True, progress: bool = True,
                    metadata: dict | None = None, callbacks: Sequence[Callable[[int, dict], None]] = (), name: str | None = None,
-                   files: Mapping[str, Any] | None = None, client_batching: str = "auto") -> History:
+                   files: Mapping[str, Any] | None = None, client_batching: str = "auto", client_workers: int = 1) -> History:
     "Run `rounds` federated rounds of `algorithm`; with `run_dir`, checkpoint every round and resume an interrupted run."
     if client_batching not in CLIENT_BATCHING: raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {client_batching!r}")
     if rounds < 1: raise ValueError(f"rounds must be >= 1, got {rounds}")
@@ -791,7 +949,8 @@ def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, 
     for round in bar:
         began = time.perf_counter()
         record = run_round(algorithm, data, round, select_clients(available, fraction, round, seed, dropout_rate),
-                           evaluate=(round % eval_every == 0 or round == rounds), offline=offline, client_batching=client_batching)
+                           evaluate=(round % eval_every == 0 or round == rounds), offline=offline, client_batching=client_batching,
+                           client_workers=client_workers)
         history.append(record, time.perf_counter() - began)
         if "accuracy_weighted" in record: bar.set_postfix(acc=f"{record['accuracy_weighted']:.3f}")
         if checkpoint is not None:
@@ -803,12 +962,12 @@ def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, 
     return history
 
 def run_round(algorithm: Algorithm, data: FederatedData, round: int, participants: Sequence[int], evaluate: bool = True,
-              offline: Iterable[int] = (), client_batching: str = "auto") -> dict:
+              offline: Iterable[int] = (), client_batching: str = "auto", client_workers: int = 1) -> dict:
     "One round: instructions to `participants`, their local updates, aggregation and (optionally) evaluation; returns its record."
     algorithm._eval_loaded = None
     clients = [data.clients[i] for i in participants]
     instructions = algorithm.configure_fit(round, clients)
-    results = fit_clients(algorithm, round, instructions, client_batching)
+    results = fit_clients(algorithm, round, instructions, client_batching, client_workers)
     bytes_down = sum(message_bytes(ins) for _, ins in instructions)
     bytes_up = sum(message_bytes(res) for _, res in results)
     fit_metrics = algorithm.aggregate_fit(round, results)
@@ -923,12 +1082,14 @@ class RunConfig:
     pooled: str | None = None             # "all" or "domain": pool the clients into one, or one per domain (group)
     model_seed: int | None = None         # the seed of the model's initial weights; None: derived from `seed`
     encoder_path: str | None = None       # a saved encoder (selfsupervised.save_encoder) loaded into the model's features
+    client_workers: int = 1               # processes for clients trained one by one: 1 none, 0 one per core (see fit_clients_in_workers)
 
     def __post_init__(self):
         from fedlearn_nb.federation import POOLING, SCHEMES
         if self.partition not in SCHEMES: raise ValueError(f"unknown partition {self.partition!r}; choose one of {list(SCHEMES)}")
         if self.client_batching not in CLIENT_BATCHING:
             raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {self.client_batching!r}")
+        _worker_count(self.client_workers, 1)  # an int >= 0
         if self.bn not in _BN_POLICIES: raise ValueError(f"bn must be one of {_BN_POLICIES}, got {self.bn!r}")
         if self.data_split not in DATA_SPLITS: raise ValueError(f"data_split must be one of {DATA_SPLITS}, got {self.data_split!r}")
         if self.pooled is not None and self.pooled not in POOLING: raise ValueError(f"pooled must be None or one of {POOLING}, got {self.pooled!r}")
@@ -976,7 +1137,7 @@ class RunConfig:
 
     def identity(self) -> dict:
         "The fields that define the experiment's results (not rounds, device, how clients are scheduled, or where it is written)."
-        return {k: v for k, v in asdict(self).items() if k not in ("rounds", "device", "results_dir", "name", "client_batching")
+        return {k: v for k, v in asdict(self).items() if k not in ("rounds", "device", "results_dir", "name", "client_batching", "client_workers")
                 and not (k in _LATER_FIELDS and v == _LATER_FIELDS[k])}
 
     def training(self) -> LocalTraining:
@@ -1089,5 +1250,6 @@ def run(config: RunConfig, resume: bool = True, progress: bool = True, data: Fed
                              disconnection_rate=config.disconnection_rate, dropout_rate=config.dropout_rate,
                              eval_every=config.eval_every, run_dir=folder, resume=resume, progress=progress,
                              metadata=metadata, callbacks=callbacks, name=config.name or config.algorithm,
-                             files={"config.json": {"config": config, "metadata": metadata}}, client_batching=config.client_batching)
+                             files={"config.json": {"config": config, "metadata": metadata}}, client_batching=config.client_batching,
+                             client_workers=config.client_workers)
     return history

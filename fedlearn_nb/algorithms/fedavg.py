@@ -20,6 +20,7 @@ __all__ = ['FedAvg']
 class FedAvg(Algorithm):
     "FedAvg: local SGD from the global model, then the sample-weighted (or uniform) average of the uploaded models."
     name = "fedavg"
+    independent_clients = True  # its client update changes only the working model and client.state: clients may train in worker processes
 
     def __init__(self, weighting: str = "samples", bn: str = "average"):
         super().__init__(bn=bn)

@@ -24,6 +24,7 @@ __all__ = ['FedProx']
 class FedProx(FedAvg):
     "FedProx: FedAvg whose local loss adds the proximal term mu/2 ||w - w_global||^2."
     name = "fedprox"
+    independent_clients = True  # the anchor lives in the update's context: clients may train in worker processes
 
     def __init__(self, mu: float = 0.01, weighting: str = "samples", bn: str = "average"):
         super().__init__(weighting=weighting, bn=bn)

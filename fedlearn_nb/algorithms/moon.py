@@ -26,6 +26,7 @@ __all__ = ['MOON']
 class MOON(FedAvg):
     "MOON: FedAvg whose local loss adds mu times the model-contrastive loss (global model positive, previous local model negative)."
     name = "moon"
+    independent_clients = True  # the previous model is kept in client.state, the frozen copies are reloaded by every update: workers may train clients
 
     def __init__(self, mu: float = 1.0, tau: float = 0.5, weighting: str = "samples", bn: str = "average"):
         super().__init__(weighting=weighting, bn=bn)
