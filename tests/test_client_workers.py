@@ -3,7 +3,7 @@
 Every registered algorithm that declares `independent_clients = True` runs its golden set-up (tests/test_golden_history.py:
 the main job's config, 2 rounds of 3 local steps) with two workers and with none: the histories must be equal (with one
 math thread in the loop, as here; with more threads in the loop they agree to float rounding). An algorithm that does not
-declare it keeps the loop, and the engine says why. The engine chapter (nbs/10_engine.ipynb) checks the rest: a round's
+declare it keeps the loop, and the engine says why. The engine chapter (nbs/11_engine.ipynb) checks the rest: a round's
 results, clients' states, working model and torch generator equal the loop's, and a failing or dying worker names its client.
 """
 from __future__ import annotations

@@ -23,7 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 # The chapter executed by the build so that its figures exist: small, low in the layer stack, and with a figure.
-FIGURE_CHAPTER = os.environ.get("FEDLEARN_DOCS_FIGURE_CHAPTER", "02_partition")
+FIGURE_CHAPTER = os.environ.get("FEDLEARN_DOCS_FIGURE_CHAPTER", "03_partition")
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium; "
                                                           ".ci/run installs it)")

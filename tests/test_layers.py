@@ -46,3 +46,18 @@ def test_the_checks_catch_what_they_must():
     assert [(i.source, i.target) for i in upward_imports(graph)] == [("core", "models")]
     assert import_cycles(graph) == [["core", "models", "core"]]
     assert LAYERS["core"] < LAYERS["federation"] < LAYERS["engine"] < LAYERS["algorithms"] < LAYERS["tools"]
+
+
+def test_chapter_numbers_follow_the_layers():
+    "Sorted by number, the chapters' modules never step down a layer: a reader meets each layer before what builds on it."
+    import json
+    import re
+    from pathlib import Path
+    ranks = []
+    for notebook in sorted((Path(__file__).resolve().parents[1] / "nbs").glob("[0-9]*.ipynb")):
+        source = "\n".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code")
+        found = re.search(r"^#\|\s*default_exp\s+(\S+)", source, re.M)
+        if found: ranks.append((notebook.name, found.group(1), layer_of(found.group(1))))
+    assert len(ranks) > 40
+    steps_down = [(a, b) for a, b in zip(ranks, ranks[1:]) if b[2] < a[2]]
+    assert not steps_down, f"chapters whose number puts a lower layer after a higher one: {steps_down}"
