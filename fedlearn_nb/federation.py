@@ -21,7 +21,8 @@ from .partition import (PARTITIONERS, GroupedPartition, partition_domains, parti
                                    partition_labels, split_train_test)
 
 # %% auto #0
-__all__ = ['SCHEMES', 'POOLING', 'derive_seed', 'Client', 'FederatedData', 'merge_splits', 'scheme_function', 'build_federation']
+__all__ = ['SCHEMES', 'POOLING', 'PERSONALISED_TEST_FRACTION', 'derive_seed', 'Client', 'FederatedData', 'merge_splits',
+           'scheme_function', 'build_federation', 'personalised_scheme', 'personalised_partition']
 
 # %% ../nbs/04_federation.ipynb #b2dca195
 @functools.lru_cache(maxsize=256)
@@ -253,3 +254,24 @@ def build_federation(data, scheme: str = "iid", num_clients: int | None = None, 
         federation = FederatedData.from_partition(data, partition, test=test, test_partition=test_partition, test_fraction=test_fraction,
                                                   seed=seed, device=device, name=name, domains=domains, transform=transform)
     return federation if pooled is None else federation.pooled(by_domain=pooled == "domain")
+
+# %% ../nbs/04_federation.ipynb #02e18549
+PERSONALISED_TEST_FRACTION = 0.25  # FedCRL §V-A: 75 % of each client's data for training, 25 % for testing
+
+def personalised_scheme(setting: str, num_clients: int, num_classes: int, beta: float = 0.1, classes_per_client: int = 2,
+                        min_partition_size: int = 10, self_balancing: bool = False, max_retries: int = 10,
+                        top_up: bool = False) -> tuple[str, dict]:
+    "The partition scheme and its options for FedCRL's `practical` (Dirichlet beta) or `pathological` (classes per client) setting."
+    if setting == "practical":
+        return "dirichlet", dict(alpha=beta, min_partition_size=min_partition_size, self_balancing=self_balancing,
+                                 max_retries=max_retries, top_up=top_up)
+    if setting == "pathological":
+        mode = "first-deterministic" if num_clients >= num_classes else "cover"
+        return "pathological", dict(num_classes_per_partition=classes_per_client, class_assignment_mode=mode)
+    raise ValueError(f"setting must be 'practical' (Dirichlet) or 'pathological' (classes per client), got {setting!r}")
+
+def personalised_partition(labels: Any, setting: str, num_clients: int, seed: int = 0, **options) -> list[np.ndarray]:
+    "Index arrays per client for FedCRL's `setting` (options: those of `personalised_scheme`)."
+    labels = np.asarray(labels)
+    scheme, partition_options = personalised_scheme(setting, num_clients, len(np.unique(labels)), **options)
+    return partition_labels(scheme, labels, num_clients, seed=seed, **partition_options)
