@@ -16,8 +16,8 @@ from .data import LabelledData
 from .federation import FederatedData
 
 # %% auto #0
-__all__ = ['TOY_CLASSES', 'TOY_STYLES', 'TinyNet', 'toy_centres', 'toy_blobs', 'label_sorted_order', 'label_sorted_federation',
-           'toy_domains']
+__all__ = ['TOY_CLASSES', 'TOY_STYLES', 'TinyNet', 'toy_centres', 'toy_blobs', 'gaussian_clusters', 'label_sorted_order',
+           'label_sorted_federation', 'toy_domains']
 
 # %% ../nbs/09_toys.ipynb #e2a6e999
 class TinyNet(nn.Module):
@@ -47,6 +47,16 @@ def toy_blobs(n: int, seed: int = 0, shift: float = 0.0) -> LabelledData:
     y = torch.randint(0, 4, (n,), generator=generator)                       # (n,)
     x = toy_centres()[y] + torch.randn(n, 8, generator=generator) + shift    # (n, 8)
     return LabelledData(x.view(n, 1, 2, 4), y, TOY_CLASSES, "toy")
+
+# %% ../nbs/09_toys.ipynb #ae42ebcc
+def gaussian_clusters(n_per_class: int = 40, classes: int = 6, dim: int = 8, spread: float = 1.0, separation: float = 4.0,
+                      seed: int = 0) -> LabelledData:
+    "`classes` Gaussian clusters in R^dim, `n_per_class` points each, as (N, 1, 1, dim) images, labelled by cluster."
+    generator = torch_generator(seed)
+    centres = separation * torch.randn(classes, dim, generator=generator)          # (classes, dim)
+    y = torch.arange(classes).repeat_interleave(n_per_class)                        # (N,)
+    x = centres[y] + spread * torch.randn(len(y), dim, generator=generator)         # (N, dim)
+    return LabelledData(x.view(-1, 1, 1, dim), y, [str(c) for c in range(classes)], "blobs")
 
 # %% ../nbs/09_toys.ipynb #0addf741
 def label_sorted_order(labels: np.ndarray, seed: int = 0) -> np.ndarray:
