@@ -18,9 +18,8 @@ from ..engine import (EvaluateIns, FitIns, FitRes, Parameters, extract_features,
                                 set_parameters)
 from ..federation import Client
 from ..losses import aggregate_prototypes, class_prototypes, fedcrl_contrastive_loss
-from .fedavg import FedAvg
+from .fedper import FedPer
 from ..engine import PersonalModels, keep_personal
-from ..models import is_feature_key
 
 # %% auto #0
 __all__ = ['aggregate_representations', 'loss_wise_weight', 'mix_parameters', 'FedCRL']
@@ -49,7 +48,7 @@ def mix_parameters(local: Mapping[str, torch.Tensor], global_: Mapping[str, torc
 
 # %% ../../nbs/31_fedcrl.ipynb #bb32a8bb
 @register_algorithm
-class FedCRL(PersonalModels, FedAvg):
+class FedCRL(PersonalModels, FedPer):
     "FedCRL: shared phi (Eq. 5) and label-volume-weighted class representations (Eq. 6); loss-wise mixing (Eqs. 7-9); CE + alpha InfoNCE (Eq. 13)."
     name = "fedcrl"
 
@@ -59,10 +58,6 @@ class FedCRL(PersonalModels, FedAvg):
         if tau_cl <= 0: raise ValueError(f"tau_cl must be positive, got {tau_cl}")
         if gamma < 0: raise ValueError(f"gamma must be non-negative, got {gamma}")
         self.alpha, self.tau_cl, self.gamma = alpha, tau_cl, gamma
-
-    def is_shared(self, name: str) -> bool:
-        "Only the representation layers phi (`features.`) are sent and averaged; the head pi stays local."
-        return is_feature_key(name) and super().is_shared(name)
 
     def server_message(self, round: int, client: Client) -> FitIns:
         "phi^Global plus, after the warm-up, the global class representations and their labels."

@@ -18,21 +18,12 @@ from scipy.optimize import minimize
 from ..engine import (EvaluateIns, FitIns, FitRes, extract_features, get_parameters, register_algorithm,
                                 set_parameters, weighted_average)
 from ..federation import Client
-from ..models import is_feature_key, is_head_key
-from .fedavg import FedAvg
-from ..losses import aggregate_prototypes, class_prototypes
+from ..models import is_head_key
+from .fedper import FedPer
+from ..losses import aggregate_prototypes, alignment_loss, class_prototypes
 
 # %% auto #0
-__all__ = ['alignment_loss', 'feature_statistics', 'prior_weighted_means', 'collaboration_matrix', 'solve_simplex_qp', 'FedPAC']
-
-# %% ../../nbs/41_fedpac.ipynb #ceb05f89
-def alignment_loss(features: torch.Tensor, labels: torch.Tensor, prototypes: torch.Tensor, prototype_labels: torch.Tensor) -> torch.Tensor:
-    "FedPAC Eq. 5 as the authors' MSE: mean over the batch of ||f(x) - c_y||^2 / d (samples whose class has no prototype count as zero)."
-    lookup = torch.full((int(max(labels.max(), prototype_labels.max())) + 1,), -1, dtype=torch.long, device=labels.device)
-    lookup[prototype_labels.long()] = torch.arange(len(prototype_labels), device=labels.device)
-    index = lookup[labels]; known = index >= 0
-    if not known.any(): return features.sum() * 0.0
-    return ((features[known] - prototypes[index[known]]) ** 2).sum() / (len(labels) * features.shape[1])
+__all__ = ['feature_statistics', 'prior_weighted_means', 'collaboration_matrix', 'solve_simplex_qp', 'FedPAC']
 
 # %% ../../nbs/41_fedpac.ipynb #e45d8dad
 def feature_statistics(features: torch.Tensor, labels: torch.Tensor) -> float:
@@ -72,10 +63,9 @@ def solve_simplex_qp(matrix: np.ndarray, threshold: float = 1e-3) -> np.ndarray:
 
 # %% ../../nbs/41_fedpac.ipynb #f1062847
 @register_algorithm
-class FedPAC(FedAvg):
+class FedPAC(FedPer):
     "FedPAC: shared extractor aligned to global prototypes (Eq. 5), personal classifiers combined by per-client QP weights (Eq. 10)."
     name = "fedpac"
-    protocol = "personalised"
 
     def __init__(self, lambda_: float = 1.0, head_epochs: int = 1, weight_threshold: float = 1e-3, bn: str = "average"):
         super().__init__(weighting="samples", bn=bn)
@@ -87,10 +77,6 @@ class FedPAC(FedAvg):
         "The initial extractor; no prototypes and no combined classifiers yet."
         super().initialize()
         self.server["heads"] = {}
-
-    def is_shared(self, name: str) -> bool:
-        "Only the feature extractor (`features.`) is averaged; the classifier is personal."
-        return is_feature_key(name) and super().is_shared(name)
 
     def server_message(self, round: int, client: Client) -> FitIns:
         "The global extractor, the client's combined classifier (if any) and the global prototypes (if any)."
