@@ -17,12 +17,12 @@ import torch.nn.functional as F
 __all__ = ['cosine_similarities', 'infonce_from_scores', 'multi_positive_infonce', 'alpha_sparsity', 'average_per_class',
            'fedplvm_alpha_sparsity_contrast', 'fedplvm_correction', 'fedplvm_alpha_sparsity_loss',
            'normalize_weights_per_class', 'fedplcc_weighted_contrast', 'fedplcc_top_phi_pull', 'class_prototypes',
-           'aggregate_prototypes', 'prototype_l2_pull', 'unbiased_prototype_mse', 'fedproc_prototype_contrast',
-           'negative_cosine', 'cluster_contrastive_loss', 'simsiam_loss', 'ccfc_model_contrastive_loss', 'nt_xent_loss',
-           'byol_loss', 'moon_model_contrastive_loss', 'proximal_term', 'fedcrl_contrastive_loss',
-           'fill_missing_classes', 'fedpcl_contrast', 'cross_correlation_matrix', 'cross_correlation_loss',
-           'instance_similarity_logits', 'instance_similarity_loss', 'non_target_distillation_loss',
-           'discriminator_loss', 'generator_loss', 'dcn_loss']
+           'aggregate_prototypes', 'prototype_l2_pull', 'unbiased_prototype_mse', 'alignment_loss',
+           'fedproc_prototype_contrast', 'negative_cosine', 'cluster_contrastive_loss', 'simsiam_loss',
+           'ccfc_model_contrastive_loss', 'nt_xent_loss', 'byol_loss', 'moon_model_contrastive_loss', 'proximal_term',
+           'fedcrl_contrastive_loss', 'fill_missing_classes', 'fedpcl_contrast', 'cross_correlation_matrix',
+           'cross_correlation_loss', 'instance_similarity_logits', 'instance_similarity_loss',
+           'non_target_distillation_loss', 'discriminator_loss', 'generator_loss', 'dcn_loss']
 
 # %% ../nbs/07_losses.ipynb #b9a1fda0
 _REDUCTIONS = ("mean", "sum", "none")
@@ -245,6 +245,12 @@ def unbiased_prototype_mse(features: torch.Tensor, labels: torch.Tensor, cluster
     _, cluster_prototypes, cluster_labels, _ = _check_bank(features, labels, cluster_prototypes, cluster_labels, name="cluster_prototypes")
     if len(cluster_prototypes): cluster_prototypes, cluster_labels = average_per_class(cluster_prototypes, cluster_labels)
     return prototype_l2_pull(features, labels, cluster_prototypes, cluster_labels, distance="mse", reduction=reduction)
+
+# %% ../nbs/07_losses.ipynb #51761fad
+def alignment_loss(features: torch.Tensor, labels: torch.Tensor, prototypes: torch.Tensor, prototype_labels: torch.Tensor) -> torch.Tensor:
+    "FedPAC Eq. 5 as the authors' MSE: mean over the batch of ||f(x) - c_y||^2 / d (samples whose class has no prototype count as zero)."
+    return prototype_l2_pull(features, labels, prototypes, prototype_labels, reduction="sum") / len(labels)
+
 
 # %% ../nbs/07_losses.ipynb #9093296b
 def fedproc_prototype_contrast(features: torch.Tensor, labels: torch.Tensor, prototypes: torch.Tensor,

@@ -100,10 +100,7 @@ class FedPAC(FedPer):
     def begin_local(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
         "The global prototypes on the device (None in round 1)."
         context = super().begin_local(client, model, ins)
-        has = "prototypes" in ins.payload and self.lambda_ > 0
-        context["prototypes"] = ins.payload["prototypes"].to(self.device) if has else None
-        context["prototype_labels"] = ins.payload["prototype_labels"].to(self.device) if has else None
-        return context
+        return {**context, **self.payload_on_device(ins, ["prototypes", "prototype_labels"], when=self.lambda_ > 0)}
 
     def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
         "FedPAC Eq. 4: cross-entropy + lambda * the alignment to the global prototypes (CE only without prototypes)."
