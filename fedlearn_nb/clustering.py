@@ -23,15 +23,16 @@ from .core import choose_device
 from .metrics import ari, clustering_accuracy, kappa, nmi
 
 # %% auto #0
-__all__ = ['DISTANCES', 'as_points', 'first_neighbours', 'adjacency_matrix', 'canonical_labels', 'first_neighbour_clusters',
-           'cluster_means', 'FinchResult', 'finch', 'plot_hierarchy', 'WeightedFinchResult', 'weighted_finch', 'kmeans',
-           'FuzzyCMeansResult', 'fuzzy_memberships', 'fuzzy_cmeans', 'assign_to_centroids', 'clustering_scores',
-           'flatten_images', 'centralised_clustering']
+__all__ = ['DISTANCES', 'check_distance', 'as_points', 'first_neighbours', 'adjacency_matrix', 'canonical_labels',
+           'first_neighbour_clusters', 'cluster_means', 'FinchResult', 'finch', 'plot_hierarchy', 'WeightedFinchResult',
+           'weighted_finch', 'check_num_clusters', 'kmeans', 'FuzzyCMeansResult', 'fuzzy_memberships', 'fuzzy_cmeans',
+           'assign_to_centroids', 'clustering_scores', 'flatten_images', 'centralised_clustering']
 
 # %% ../nbs/06_clustering.ipynb #112e81f6
 DISTANCES = ("cosine", "euclidean")
 
-def _check_distance(distance: str) -> str:
+def check_distance(distance: str) -> str:
+    "`distance` itself if it is one of `DISTANCES`, else a ValueError naming them."
     if distance not in DISTANCES:
         raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
     return distance
@@ -199,7 +200,7 @@ def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | Non
 
 def first_neighbours(x, distance: str = "cosine", block_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     "Each row's first neighbour (nearest other row; ties: lowest index) and the distance to it: (N,) long, (N,) float64."
-    _check_distance(distance)
+    check_distance(distance)
     if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1):
         raise ValueError(f"block_size must be a positive integer (rows per strip) or None for the default, got {block_size!r}")
     points = as_points(x)
@@ -306,7 +307,7 @@ class FinchResult:
 def finch(x, distance: str = "cosine", ensure_early_exit: bool = False, min_level_size: int = 2,
           device: str | torch.device | None = None) -> FinchResult:
     "FINCH (Sarfraz et al. 2019; FedCCL Eqs. 8-10): the hierarchy of first-neighbour partitions of the rows of `x`."
-    _check_distance(distance)
+    check_distance(distance)
     if isinstance(min_level_size, bool) or not isinstance(min_level_size, (int, np.integer)) or min_level_size < 1:
         raise ValueError(f"min_level_size must be an integer >= 1 (2 = the reference's rule), got {min_level_size!r}")
     points = as_points(x, device)
@@ -376,7 +377,8 @@ def _as_array(points: Any) -> np.ndarray:
     if not np.issubdtype(array.dtype, np.floating): array = array.astype(np.float64)
     return array
 
-def _check_clusters(num_clusters: Any) -> int:
+def check_num_clusters(num_clusters: Any) -> int:
+    "`num_clusters` as an int if it is a positive integer, else a ValueError."
     if isinstance(num_clusters, bool) or not isinstance(num_clusters, (int, np.integer)) or num_clusters < 1:
         raise ValueError(f"num_clusters must be a positive integer, got {num_clusters!r}")
     return int(num_clusters)
@@ -384,7 +386,7 @@ def _check_clusters(num_clusters: Any) -> int:
 def kmeans(points: Any, num_clusters: int, seed: int = 0, n_init: int = 10, init: Any = None,
            sample_weight: Any = None, max_iter: int = 300) -> tuple[np.ndarray, np.ndarray]:
     "k-means (scikit-learn, k-means++ or the given `init` centroids): (centroids (k, D), labels (N,))."
-    points, num_clusters = _as_array(points), _check_clusters(num_clusters)
+    points, num_clusters = _as_array(points), check_num_clusters(num_clusters)
     if len(points) == 0: raise ValueError("k-means of no points: the client holds no data")
     if len(points) <= num_clusters:  # every point is its own cluster
         return points.copy(), np.arange(len(points))
@@ -448,7 +450,7 @@ def fuzzy_cmeans(points: Any, num_clusters: int, m: float = 2.0, seed: int = 0, 
                  sample_weight: Any = None, max_iter: int = 300, tol: float = 1e-4) -> FuzzyCMeansResult:
     "Fuzzy c-means (Bezdek) from k-means++ seeds or the given `init` centroids, until no centroid coordinate moves `tol`."
     _check_fuzzifier(m)
-    points, num_clusters = _fcm_points(points), _check_clusters(num_clusters)
+    points, num_clusters = _fcm_points(points), check_num_clusters(num_clusters)
     if len(points) < num_clusters: raise ValueError(f"{len(points)} points cannot form {num_clusters} clusters; lower num_clusters")
     start = kmeans_plusplus(_to_numpy(points), num_clusters, random_state=int(seed) % 2**32)[0] if init is None else _to_numpy(init)
     if start.shape != (num_clusters, points.shape[1]):
@@ -469,7 +471,7 @@ def fuzzy_cmeans(points: Any, num_clusters: int, m: float = 2.0, seed: int = 0, 
 # %% ../nbs/06_clustering.ipynb #27eb93c6
 def assign_to_centroids(features: torch.Tensor, centroids: Any, distance: str = "euclidean") -> torch.Tensor:
     "CCFC Eq. 3: the index of each row's nearest centroid, Euclidean or by cosine similarity: (N, D), (k, D) -> (N,)."
-    _check_distance(distance)
+    check_distance(distance)
     features = torch.as_tensor(features)
     centroids = torch.as_tensor(centroids).to(device=features.device, dtype=features.dtype)
     if features.ndim != 2 or centroids.ndim != 2 or features.shape[1] != centroids.shape[1]:

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from ..engine import Algorithm, EvaluateIns, EvaluateRes, extract_features
 from ..federation import Client, FederatedData, derive_seed
-from ..clustering import _check_clusters, _check_distance, assign_to_centroids, clustering_scores, kmeans
+from ..clustering import check_num_clusters, check_distance, assign_to_centroids, clustering_scores, kmeans
 
 # %% auto #0
 __all__ = ['FederatedClustering']
@@ -31,8 +31,8 @@ class FederatedClustering(Algorithm):
     def __init__(self, num_clusters: int | None = None, normalize: bool = False, distance: str = "euclidean",
                  kmeans_n_init: int = 10, bn: str = "average"):
         super().__init__(bn=bn)
-        if num_clusters is not None: _check_clusters(num_clusters)
-        self.num_clusters, self.normalize, self.distance = num_clusters, bool(normalize), _check_distance(distance)
+        if num_clusters is not None: check_num_clusters(num_clusters)
+        self.num_clusters, self.normalize, self.distance = num_clusters, bool(normalize), check_distance(distance)
         self.kmeans_n_init = int(kmeans_n_init)
         self._predictions: dict[int, torch.Tensor] = {}
 
