@@ -438,8 +438,8 @@ def generator_loss(fake_logits: torch.Tensor) -> torch.Tensor:
 
 # %% ../nbs/07_losses.ipynb #2b6d7bd2
 def dcn_loss(images: torch.Tensor, reconstructions: torch.Tensor, latents: torch.Tensor, centroids: torch.Tensor,
-             assignments: torch.Tensor, lam: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+             assignments: torch.Tensor, lambda_: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "DCN Eq. 5 per sample, averaged over the batch: ||g(f(x)) - x||^2 + (λ/2)||f(x) - M s||^2; returns (total, reconstruction, clustering)."
     reconstruction = (reconstructions - images.flatten(1)).pow(2).sum(1).mean()
     clustering = 0.5 * (latents - centroids[assignments]).pow(2).sum(1).mean()
-    return reconstruction + lam * clustering, reconstruction, clustering
+    return reconstruction + lambda_ * clustering, reconstruction, clustering

@@ -57,6 +57,6 @@ def test_the_clients_label_their_data_with_the_servers_encoder():
 
 
 def test_bad_settings_name_the_parameter():
-    with pytest.raises(ValueError, match="lam"): PPFCGAN(lam=-0.5)
+    with pytest.raises(ValueError, match="lambda_"): PPFCGAN(lambda_=-0.5)
     with pytest.raises(ValueError, match="pretrain_epochs"): PPFCGAN(pretrain_epochs=-1)
     with pytest.raises(ValueError, match="gan must be one of"): PPFCGAN(gan="central")

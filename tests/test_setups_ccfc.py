@@ -159,7 +159,7 @@ def test_quick_is_smaller_than_paper_and_paper_keeps_the_papers_settings():
     assert paper["ccfc"]["pretrain_rounds"] == 100 and paper["ccfc"]["rounds"] == 130 and paper["per_class"] is None
     assert paper["training"] == dict(optimizer="adam", lr=1e-3, momentum=0.0, batch_size=128, epochs=1)
     assert quick["ccfc"]["rounds"] < paper["ccfc"]["rounds"] and quick["per_class"] * 10 < 70000
-    assert [NS["DATASET_SETUP"][n]["lam"] for n in ("mnist", "fashion_mnist", "cifar10", "stl10")] == [0.001, 1.0, 0.1, 0.1]
+    assert [NS["DATASET_SETUP"][n]["lambda_"] for n in ("mnist", "fashion_mnist", "cifar10", "stl10")] == [0.001, 1.0, 0.1, 0.1]
 
 
 def test_synthetic_baselines_keep_the_authors_gan_at_paper_scale_and_shrink_it_below():

@@ -59,7 +59,7 @@ def update_centroids(centroids: torch.Tensor, counts: torch.Tensor, latents: tor
 # %% ../../nbs/55_ppfcgan.ipynb #8109e423
 def train_dcn(encoder: nn.Module, decoder: nn.Module, images: torch.Tensor, num_clusters: int, generator: torch.Generator,
               pretrain_epochs: int = 10, epochs: int = 10, batch_size: int = 256, lr: float = 1e-3, weight_decay: float = 0.0,
-              lam: float = 1.0, kmeans_seed: int = 0, kmeans_n_init: int = 10) -> tuple[torch.Tensor, dict]:
+              lambda_: float = 1.0, kmeans_seed: int = 0, kmeans_n_init: int = 10) -> tuple[torch.Tensor, dict]:
     "DCN: pre-train the autoencoder, k-means of the codes, then alternate SGD on Eq. 5, assignments and centroid steps."
     encoder.train(); decoder.train()
     optimizer = torch.optim.Adam([*encoder.parameters(), *decoder.parameters()], lr=lr, weight_decay=weight_decay)
@@ -84,7 +84,7 @@ def train_dcn(encoder: nn.Module, decoder: nn.Module, images: torch.Tensor, num_
             latent = encoder.features(x)
             with torch.no_grad():
                 assignments = torch.cdist(latent.detach(), centroids).argmin(1)          # s_i: nearest centroid
-            loss, reconstruction, clustering = dcn_loss(x, decoder(latent), latent, centroids, assignments, lam)
+            loss, reconstruction, clustering = dcn_loss(x, decoder(latent), latent, centroids, assignments, lambda_)
             optimizer.zero_grad(set_to_none=True); loss.backward(); optimizer.step()
             with torch.no_grad():
                 latent = encoder.features(x)
@@ -101,15 +101,15 @@ class PPFCGAN(SyntheticDataClustering):
     "PPFC-GAN (Yan et al. 2022): a deep clustering network (DCN) trained on the server on the clients' GAN-synthesised data."
     name = "ppfcgan"
 
-    def __init__(self, lam: float = 1.0, pretrain_epochs: int = 10, dcn_epochs: int = 10, dcn_batch_size: int = 256, dcn_lr: float = 1e-3,
+    def __init__(self, lambda_: float = 1.0, pretrain_epochs: int = 10, dcn_epochs: int = 10, dcn_batch_size: int = 256, dcn_lr: float = 1e-3,
                  dcn_weight_decay: float = 0.0, decoder_hidden_dims: Sequence[int] = (2000, 500, 500), normalize: bool = False,
                  distance: str = "euclidean", **kwargs):
         super().__init__(normalize=normalize, distance=distance, **kwargs)
-        if isinstance(lam, bool) or not float(lam) >= 0: raise ValueError(f"lam (DCN's λ) must be a number >= 0, got {lam!r}")
+        if isinstance(lambda_, bool) or not float(lambda_) >= 0: raise ValueError(f"lambda_ (DCN's λ) must be a number >= 0, got {lambda_!r}")
         for name, value in (("pretrain_epochs", pretrain_epochs), ("dcn_epochs", dcn_epochs)):
             if isinstance(value, bool) or int(value) != value or value < 0: raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
         if pretrain_epochs + dcn_epochs < 1: raise ValueError("pretrain_epochs + dcn_epochs must be >= 1: the DCN must train")
-        self.lam, self.pretrain_epochs, self.dcn_epochs = float(lam), int(pretrain_epochs), int(dcn_epochs)
+        self.lambda_, self.pretrain_epochs, self.dcn_epochs = float(lambda_), int(pretrain_epochs), int(dcn_epochs)
         self.dcn_batch_size, self.dcn_lr, self.dcn_weight_decay = int(dcn_batch_size), float(dcn_lr), float(dcn_weight_decay)
         self.decoder_hidden_dims = tuple(int(h) for h in decoder_hidden_dims)
 
@@ -119,7 +119,7 @@ class PPFCGAN(SyntheticDataClustering):
             torch.manual_seed(self.seed_for(round, "decoder") % 2**63)
             decoder = mlp_decoder(self.model.feature_dim, self.data.image_shape, self.decoder_hidden_dims).to(self.device)
         centroids, losses = train_dcn(self.model, decoder, images, self.k, self.generator(round, "dcn"), self.pretrain_epochs,
-                                      self.dcn_epochs, self.dcn_batch_size, self.dcn_lr, self.dcn_weight_decay, self.lam,
+                                      self.dcn_epochs, self.dcn_batch_size, self.dcn_lr, self.dcn_weight_decay, self.lambda_,
                                       kmeans_seed=self.seed_for(round, "dcn_kmeans"), kmeans_n_init=self.kmeans_n_init)
         self.server["params"] = get_parameters(self.model, self.shared_keys)
         self.server["centroids"] = centroids.detach().cpu()
