@@ -1193,8 +1193,8 @@ def build_model_for(config: RunConfig, data: FederatedData) -> nn.Module:
     seed = derive_seed(config.seed, "model") % 2**32 if config.model_seed is None else config.model_seed
     model = build_model(config.model, **sizes, seed=seed, **options)
     if config.encoder_path is not None:
-        from fedlearn_nb.selfsupervised import load_encoder
-        model.features.load_state_dict(load_encoder(config.encoder_path)["encoder"])
+        from fedlearn_nb.selfsupervised import load_encoder_into
+        load_encoder_into(model, config.encoder_path)
     first_conv = next((m for m in model.modules() if isinstance(m, nn.modules.conv._ConvNd)), None)
     if first_conv is not None and first_conv.in_channels != data.in_channels:
         raise ValueError(f"model {config.model!r} takes {first_conv.in_channels}-channel images but the data ({data.name!r}) has "

@@ -32,7 +32,7 @@ __all__ = ['PRETRAIN_METHODS', 'to_encoder_input', 'grayscale', 'adjust_brightne
            'rgb_to_hsv', 'hsv_to_rgb', 'adjust_hue', 'sample_crop_boxes', 'resized_crops', 'SimCLRAugment',
            'augmented_view', 'ema_update', 'PretrainConfig', 'PretrainResult', 'images_fingerprint',
            'build_pretrain_model', 'pretrain_encoder', 'encode', 'linear_evaluation', 'relevance_score',
-           'encoder_cache_dir', 'save_encoder', 'load_encoder', 'pretrained_encoder']
+           'encoder_cache_dir', 'save_encoder', 'load_encoder', 'pretrained_encoder', 'load_encoder_into']
 
 # %% ../nbs/10_selfsupervised.ipynb #28c2c040
 def to_encoder_input(images: torch.Tensor, image_size: int, channels: int = 3, batch_size: int = 2048) -> torch.Tensor:
@@ -454,3 +454,14 @@ def pretrained_encoder(config: PretrainConfig, images: torch.Tensor | None = Non
     save_encoder(path, result.encoder, asdict(config), losses=result.losses, seconds_per_epoch=result.seconds_per_epoch,
                  images_fingerprint=result.images_fingerprint, metadata=run_metadata(asdict(config), seed=config.seed, device=device))
     return result.encoder, {"path": path, "cached": False, "losses": result.losses, "seconds_per_epoch": result.seconds_per_epoch}
+
+# %% ../nbs/10_selfsupervised.ipynb #5fe7c0a4
+def load_encoder_into(model: nn.Module, path: str | Path) -> nn.Module:
+    "Load the encoder saved at `path` (by `save_encoder`, or a plain state dict) into `model.features`."
+    state = load_encoder(path)["encoder"]
+    try: model.features.load_state_dict(state)
+    except RuntimeError as error:
+        raise ValueError(f"the encoder in {path} does not fit this model's .features ({error}); pre-train it for the same "
+                         "encoder, image size and padding") from error
+    return model
+

@@ -21,10 +21,11 @@ from ..engine import (Algorithm, EvaluateIns, EvaluateRes, FitIns, FitRes, Histo
                                 evaluate_model, get_parameters, register_algorithm, set_parameters, weighted_average)
 from ..federation import Client, FederatedData
 from ..metrics import ari
+from ..selfsupervised import load_encoder_into
 
 # %% auto #0
-__all__ = ['random_parameters', 'select_cluster', 'clustering_failed', 'communication_cost', 'batches_per_epoch',
-           'load_encoder_into', 'IFCA', 'cluster_identities', 'plot_cluster_identities']
+__all__ = ['random_parameters', 'select_cluster', 'clustering_failed', 'communication_cost', 'batches_per_epoch', 'IFCA',
+           'cluster_identities', 'plot_cluster_identities']
 
 # %% ../../nbs/60_ifca.ipynb #dd1d1a40
 def random_parameters(model: nn.Module, seed: int, part: str | None = None) -> Parameters:
@@ -63,16 +64,6 @@ def batches_per_epoch(num_examples: int, batch_size: int) -> int:
     "How many mini-batches the engine's `batch_indices` makes of `num_examples` (a trailing batch of one is merged)."
     count = -(-num_examples // batch_size)
     return count - 1 if count > 1 and num_examples % batch_size == 1 else count
-
-def load_encoder_into(model: nn.Module, path: str | Path) -> nn.Module:
-    "Load the encoder saved at `path` (pre-training chapter's `save_encoder`) into `model.features`."
-    from fedlearn_nb.selfsupervised import load_encoder
-    state = load_encoder(path)["encoder"]
-    try: model.features.load_state_dict(state)
-    except RuntimeError as error:
-        raise ValueError(f"the encoder in {path} does not fit this model's .features ({error}); pre-train it for the same "
-                         "encoder, image size and padding") from error
-    return model
 
 # %% ../../nbs/60_ifca.ipynb #2b7362b9
 @register_algorithm
