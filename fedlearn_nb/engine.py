@@ -308,6 +308,13 @@ def begin_local(self: Algorithm, client: Client, model: nn.Module, ins: FitIns) 
 def end_local(self: Algorithm, client: Client, model: nn.Module, ins: FitIns, context: dict) -> None:
     "Called after the last local step (e.g. MOON keeps the trained model as the client's previous model)."
 
+# %% ../nbs/11_engine.ipynb #9ada08cb
+@patch
+def payload_on_device(self: Algorithm, ins: FitIns, names: Sequence[str], when: bool = True) -> dict:
+    "The payload tensors `names` on the device; all None if the payload lacks the first of them, or if not `when`."
+    present = when and names[0] in ins.payload
+    return {name: ins.payload[name].to(self.device) if present else None for name in names}
+
 # %% ../nbs/11_engine.ipynb #dd2f1d31
 @patch
 def targets(self: Algorithm, client: Client, model: nn.Module, context: dict) -> torch.Tensor:

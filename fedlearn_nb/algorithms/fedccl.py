@@ -97,10 +97,7 @@ class FedCCL(FedAvg):
     def begin_local(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
         "The received signals on the device (None where absent)."
         context = super().begin_local(client, model, ins)
-        for kind in ("local", "global"):
-            present = f"{kind}_signals" in ins.payload
-            context[f"{kind}_signals"] = ins.payload[f"{kind}_signals"].to(self.device) if present else None
-            context[f"{kind}_signal_labels"] = ins.payload[f"{kind}_signal_labels"].to(self.device) if present else None
+        for kind in ("local", "global"): context.update(self.payload_on_device(ins, [f"{kind}_signals", f"{kind}_signal_labels"]))
         return context
 
     def adversarial_examples(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

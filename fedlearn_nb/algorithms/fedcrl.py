@@ -90,9 +90,7 @@ class FedCRL(PersonalModels, FedPer):
     def begin_local(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
         "The global class representations on the device (None in the warm-up), and the running sum of L_Reg."
         context = super().begin_local(client, model, ins)
-        has = "representations" in ins.payload and self.alpha > 0
-        context["representations"] = ins.payload["representations"].to(self.device) if has else None
-        context["representation_labels"] = ins.payload["representation_labels"].to(self.device) if has else None
+        context.update(self.payload_on_device(ins, ["representations", "representation_labels"], when=self.alpha > 0))
         context["reg_sum"], context["reg_count"] = torch.zeros((), device=self.device), 0
         return context
 

@@ -60,9 +60,7 @@ class FedProto(FedAvg):
     def begin_local(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
         "The received prototypes, on the device (None in round 1)."
         context = super().begin_local(client, model, ins)
-        context["prototypes"] = ins.payload["prototypes"].to(self.device) if "prototypes" in ins.payload else None
-        context["prototype_labels"] = ins.payload["prototype_labels"].to(self.device) if "prototypes" in ins.payload else None
-        return context
+        return {**context, **self.payload_on_device(ins, ["prototypes", "prototype_labels"])}
 
     def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
         "Cross-entropy plus lambda times the pull of each feature to its class's global prototype (FedProto's objective)."
