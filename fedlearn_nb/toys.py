@@ -16,8 +16,8 @@ from .data import LabelledData
 from .federation import FederatedData
 
 # %% auto #0
-__all__ = ['TOY_CLASSES', 'TOY_STYLES', 'TinyNet', 'toy_centres', 'toy_blobs', 'gaussian_clusters', 'label_sorted_order',
-           'label_sorted_federation', 'toy_domains']
+__all__ = ['TOY_CLASSES', 'TOY_STYLES', 'TinyNet', 'toy_centres', 'toy_blobs', 'gaussian_clusters', 'small_digits',
+           'label_sorted_order', 'label_sorted_federation', 'toy_domains']
 
 # %% ../nbs/09_toys.ipynb #e2a6e999
 class TinyNet(nn.Module):
@@ -57,6 +57,14 @@ def gaussian_clusters(n_per_class: int = 40, classes: int = 6, dim: int = 8, spr
     y = torch.arange(classes).repeat_interleave(n_per_class)                        # (N,)
     x = centres[y] + spread * torch.randn(len(y), dim, generator=generator)         # (N, dim)
     return LabelledData(x.view(-1, 1, 1, dim), y, [str(c) for c in range(classes)], "blobs")
+
+# %% ../nbs/09_toys.ipynb #d2cc4788
+def small_digits() -> LabelledData:
+    "scikit-learn's 8x8 handwritten digits as (1797, 1, 8, 8) images in [0, 1], labels 0..9."
+    from sklearn.datasets import load_digits
+    digits = load_digits()
+    return LabelledData(torch.tensor(digits.images, dtype=torch.float32)[:, None] / 16, torch.tensor(digits.target),
+                        [str(c) for c in range(10)], "digits")
 
 # %% ../nbs/09_toys.ipynb #0addf741
 def label_sorted_order(labels: np.ndarray, seed: int = 0) -> np.ndarray:
