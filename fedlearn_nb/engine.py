@@ -1048,8 +1048,7 @@ def check_options(given: Mapping[str, Any], function: Callable, set_here: Mappin
     if missing: raise TypeError(f"{what}: {', '.join(map(repr, missing))} must be given (e.g. {{{missing[0]!r}: ...}})")
 
 DATA_SPLITS = ("train", "all")
-_LATER_FIELDS = {"data_split": "train", "per_class": None, "encoder_input": {}, "pooled": None, "model_seed": None,
-                 "encoder_path": None}  # name a run only when set
+_LATER_FIELDS = ("data_split", "per_class", "encoder_input", "pooled", "model_seed", "encoder_path")  # name a run only when set
 
 @dataclass
 class RunConfig:
@@ -1145,7 +1144,13 @@ class RunConfig:
     def identity(self) -> dict:
         "The fields that define the experiment's results (not rounds, device, how clients are scheduled, or where it is written)."
         return {k: v for k, v in asdict(self).items() if k not in ("rounds", "device", "results_dir", "name", "client_batching", "client_workers")
-                and not (k in _LATER_FIELDS and v == _LATER_FIELDS[k])}
+                and not (k in _LATER_FIELDS and v == self._default(k))}
+
+    @classmethod
+    def _default(cls, name: str):
+        "The declared default of field `name` (a fresh one for a factory)."
+        declared = next(f for f in fields(cls) if f.name == name)
+        return declared.default_factory() if callable(declared.default_factory) else declared.default
 
     def training(self) -> LocalTraining:
         "The local-training settings of this config."
