@@ -40,10 +40,10 @@ __all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPO
            'extract_features', 'batchnorm_keys', 'Algorithm', 'make_evaluate_res', 'keep_personal', 'PersonalModels',
            'summarize_evaluation', 'disconnected_clients', 'select_clients', 'round_half_up', 'History',
            'batching_obstacles', 'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients',
-           'worker_obstacles', 'ClientUpdateError', 'fit_clients_in_workers', 'experiment_fingerprint',
-           'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm',
-           'check_options', 'RunConfig', 'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder',
-           'register_backend', 'get_backend', 'run']
+           'worker_obstacles', 'ClientUpdateError', 'run_in_workers', 'fit_clients_in_workers', 'evaluate_clients',
+           'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round',
+           'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig', 'build_federated_data',
+           'build_model_for', 'build_algorithm', 'run_folder', 'register_backend', 'get_backend', 'run']
 
 # %% ../nbs/11_engine.ipynb #5c37ce6d
 Parameters = dict  # name -> torch.Tensor, like a (partial) state dict
@@ -775,49 +775,49 @@ class _ResultPickler(pickle.Pickler):
 def _save_result(message: tuple, path: str) -> None:
     with open(path, "wb") as file: _ResultPickler(file, protocol=pickle.HIGHEST_PROTOCOL).dump(message)
 
-def _fit_in_worker(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]], counter, connection, folder: str) -> None:
-    "A worker's loop: take the next client from `counter`, update it as the sequential loop does, leave its result and state in `folder`."
+def _work_in_worker(task: Callable[[int], Any], count: int, counter, connection, folder: str) -> None:
+    "A worker's loop: take the next index from `counter`, compute `task(index)`, leave the result (or the error) in `folder`."
     import traceback
     torch.set_num_threads(1)
-    last = len(instructions) - 1
     while True:
         with counter.get_lock(): index = counter.value; counter.value += 1
-        if index > last: return
-        client, ins = instructions[index]
+        if index >= count: return
         connection.send(("start", index))
-        try:
-            before = _global_random_state()
-            seed_torch(algorithm.seed_for(round, client.id, "fit"), algorithm.device)
-            result = algorithm.client_fit(client, ins)
-            if _global_random_state() != before:
-                raise RuntimeError(f"{type(algorithm).__name__}'s client update drew from numpy's or Python's global random generator, "
-                                   "so its result depends on the clients trained before it; it cannot run in workers "
-                                   "(draw from algorithm.generator(...) instead, or do not declare independent_clients)")
-            end = (get_parameters(algorithm.model), algorithm.model.training, torch.get_rng_state()) if index == last else None
-            message = ("done", index, result, client.state, end)
-        except Exception as error:
-            message = ("failed", index, f"{type(error).__name__}: {error}", traceback.format_exc())
+        try: message = ("done", index, task(index))
+        except Exception as error: message = ("failed", index, f"{type(error).__name__}: {error}", traceback.format_exc())
         path = os.path.join(folder, f"{index}.pt")  # a file, not the pipe: a large result never waits for the engine to read it
         try: _save_result(message, path)
         except Exception as error:
             _save_result(("failed", index, f"its result could not be saved ({type(error).__name__}: {error})", traceback.format_exc()), path)
         connection.send(("saved", index, path))
 
+def _without_global_draws(algorithm: Algorithm, what: str, compute: Callable[[], Any], torch_too: bool = False) -> Any:
+    "`compute()`, refused when it draws from numpy's or Python's global generator (or torch's, `torch_too`), whose state the loop carries from client to client."
+    before = (_global_random_state(), torch.get_rng_state() if torch_too else None)
+    result = compute()
+    after = (_global_random_state(), torch.get_rng_state() if torch_too else None)
+    if after[0] != before[0] or (torch_too and not torch.equal(after[1], before[1])):
+        raise RuntimeError(f"{type(algorithm).__name__}'s {what} drew from {'torch' if after[0] == before[0] else 'numpy'}'s or Python's global "
+                           "random generator, so its result depends on the clients before it; it cannot run in workers "
+                           "(draw from algorithm.generator(...) instead, or do not declare independent_clients)")
+    return result
+
 def _exit_reason(status: int) -> str:
     "A waitpid status in words."
     if os.WIFSIGNALED(status): return f"was killed by signal {os.WTERMSIG(status)}"
     return f"exited with code {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"ended with status {status}"
 
-def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
-                           workers: int = 2) -> list[tuple[Client, FitRes]]:
-    "Every instructed client's update, computed as the sequential loop does, in `workers` forked processes: (client, FitRes) in order."
+_NO_RESULT = object()  # a task's place before its result comes back
+
+def run_in_workers(task: Callable[[int], Any], count: int, workers: int, names: Sequence[str]) -> list:
+    "`[task(i) for i in range(count)]`, computed in `workers` forked processes that share out the indices; a failing or dying worker raises `ClientUpdateError` with `names[i]`."
     import multiprocessing, multiprocessing.connection, shutil, signal, sys, tempfile
-    if not instructions: return []
+    if not count: return []
     context = multiprocessing.get_context("fork")
     counter, folder = context.Value("q", 0), tempfile.mkdtemp(prefix="fedlearn-workers-")
     for stream in (sys.stdout, sys.stderr): stream.flush()  # or a worker's exit would print the parent's buffered text again
     processes = {}  # read end of the worker's pipe -> pid
-    for _ in range(max(1, min(workers, len(instructions)))):
+    for _ in range(max(1, min(workers, count))):
         receiver, sender = context.Pipe(duplex=False)
         pid = os.fork()
         if pid == 0:  # the worker: its loop, then out without running the parent's exit handlers
@@ -825,13 +825,13 @@ def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Seque
             try:
                 receiver.close()
                 for other in processes: other.close()
-                _fit_in_worker(algorithm, round, instructions, counter, sender, folder); code = 0
+                _work_in_worker(task, count, counter, sender, folder); code = 0
             finally:
                 try: sys.stdout.flush(); sys.stderr.flush()
                 finally: os._exit(code)
         sender.close()
         processes[receiver] = pid
-    results, training, failure, pids, completed = [None] * len(instructions), {}, None, list(processes.values()), False
+    results, working, failure, pids, completed = [_NO_RESULT] * count, {}, None, list(processes.values()), False
     try:
         while processes and failure is None:
             for receiver in multiprocessing.connection.wait(list(processes)):
@@ -839,22 +839,20 @@ def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Seque
                 try: message = receiver.recv()
                 except EOFError:  # the worker has finished, or died
                     del processes[receiver]; receiver.close()
-                    if pid in training:
+                    if pid in working:
                         _, status = os.waitpid(pid, 0); pids.remove(pid)
-                        client = instructions[training[pid]][0]
-                        failure = ClientUpdateError(f"client {client.id}: the worker process training it {_exit_reason(status)}")
+                        failure = ClientUpdateError(f"{names[working[pid]]}: the worker process working on it {_exit_reason(status)}")
                     continue
-                if message[0] == "start": training[pid] = message[1]; continue
+                if message[0] == "start": working[pid] = message[1]; continue
                 with open(message[2], "rb") as file: message, saved = pickle.load(file), message[2]
                 os.remove(saved)
-                if message[0] == "done": results[message[1]] = message[2:]; training.pop(pid)
+                if message[0] == "done": results[message[1]] = message[2]; working.pop(pid)
                 else:
-                    client = instructions[message[1]][0]
-                    failure = ClientUpdateError(f"client {client.id} failed in a worker process: {message[2]}\n\n"
+                    failure = ClientUpdateError(f"{names[message[1]]} failed in a worker process: {message[2]}\n\n"
                                                 f"The worker's traceback:\n{message[3]}")
                     break
-        missing = [instructions[i][0].id for i, r in enumerate(results) if r is None]
-        if failure is None and missing: failure = ClientUpdateError(f"the updates of clients {missing[:5]} did not come back from the workers")
+        missing = [names[i] for i in range(count) if results[i] is _NO_RESULT]
+        if failure is None and missing: failure = ClientUpdateError(f"{', '.join(missing[:5])}: no result came back from the workers")
         if failure is not None: raise failure
         completed = True
     finally:  # on any error (an interrupt too) the workers are stopped, not waited for
@@ -865,12 +863,56 @@ def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Seque
                 except ProcessLookupError: pass
             os.waitpid(pid, 0)
         shutil.rmtree(folder, ignore_errors=True)
+    return results
+
+def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
+                           workers: int = 2) -> list[tuple[Client, FitRes]]:
+    "Every instructed client's update, computed as the sequential loop does, in `workers` forked processes: (client, FitRes) in order."
+    if not instructions: return []
+    last = len(instructions) - 1
+    def update(index: int) -> tuple:  # in a worker: the loop's computation for one client, its new state, and (last) what the loop leaves
+        client, ins = instructions[index]
+        seed_torch(algorithm.seed_for(round, client.id, "fit"), algorithm.device)
+        result = _without_global_draws(algorithm, "client update", lambda: algorithm.client_fit(client, ins))
+        end = (get_parameters(algorithm.model), algorithm.model.training, torch.get_rng_state()) if index == last else None
+        return result, client.state, end
+    results = run_in_workers(update, len(instructions), workers, [f"client {client.id}" for client, _ in instructions])
     for (client, _), (_, state, _) in zip(instructions, results):
         if state is not client.state: client.state.clear(); client.state.update(state)
     parameters, is_training, generator_state = results[-1][2]  # leave the working model and torch's generator as the loop leaves them
     set_parameters(algorithm.model, parameters); algorithm.model.train(is_training); torch.set_rng_state(generator_state)
     algorithm._eval_loaded = None
     return [(client, result) for (client, _), (result, _, _) in zip(instructions, results)]
+
+def _marks(value: Any) -> Any:
+    "What changes when a client's state is changed: tensors' identities and in-place versions, containers' contents, other leaves' identities (and values, for numbers and strings)."
+    if isinstance(value, torch.Tensor): return ("tensor", id(value), value._version)
+    if isinstance(value, Mapping): return ("map", tuple((k, _marks(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)): return (type(value).__name__, tuple(_marks(v) for v in value))
+    if isinstance(value, np.ndarray): return ("array", id(value), hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest())
+    return ("object", id(value), value if isinstance(value, (int, float, str, bool, type(None))) else None)
+
+def evaluate_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, EvaluateIns]],
+                     client_workers: int = 1) -> list[tuple[Client, EvaluateRes]]:
+    "Every instructed client's evaluation, (client, EvaluateRes) in order: one after another, or in `client_workers` processes when `algorithm` allows them."
+    workers = _worker_count(client_workers, len(instructions))
+    if workers < 2 or worker_obstacles(algorithm):
+        return [(client, algorithm.client_evaluate(client, ins)) for client, ins in instructions]
+    last = len(instructions) - 1
+    def evaluate(index: int) -> tuple:  # in a worker: the loop's evaluation, the client's state if it changed, and (last) the working model
+        client, ins = instructions[index]
+        before = _marks(client.state)
+        result = _without_global_draws(algorithm, "client evaluation", lambda: algorithm.client_evaluate(client, ins), torch_too=True)
+        end = (get_parameters(algorithm.model), algorithm.model.training) if index == last else None
+        return result, (client.state if _marks(client.state) != before else None), end
+    results = run_in_workers(evaluate, len(instructions), workers, [f"client {client.id}" for client, _ in instructions])
+    for (client, _), (_, state, _) in zip(instructions, results):
+        if state is not None: client.state.clear(); client.state.update(state)
+    parameters, is_training = results[-1][2]  # the working model as the loop leaves it: as the last client's evaluation left it
+    set_parameters(algorithm.model, parameters); algorithm.model.train(is_training)
+    algorithm._eval_loaded = None
+    return [(client, result) for (client, _), (result, _, _) in zip(instructions, results)]
+
 
 # %% ../nbs/11_engine.ipynb #2df21ccf
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -990,7 +1032,7 @@ def run_round(algorithm: Algorithm, data: FederatedData, round: int, participant
                          "train_loss": float(fitted[c.id].metrics.get("train_loss", np.nan)) if c.id in fitted else float("nan")}
                   for c in data.clients}
     if evaluate:
-        evaluations = [(c, algorithm.client_evaluate(c, ins)) for c, ins in algorithm.configure_evaluate(round, data.clients)]
+        evaluations = evaluate_clients(algorithm, round, algorithm.configure_evaluate(round, data.clients), client_workers)
         for c, res in evaluations:
             per_client[c.id].update({"test_loss": float(res.loss), **{k: float(v) for k, v in res.metrics.items()}})
         record.update(algorithm.aggregate_evaluate(round, evaluations))

@@ -9,10 +9,11 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/papers.html.md"""
 # %% ../../nbs/95_papers.ipynb #59d4d538
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 import re
-import time
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Sequence
 
@@ -25,7 +26,7 @@ from ..reporting import compare_with_paper
 
 # %% auto #0
 __all__ = ['DATA_NOT_AVAILABLE', 'parse_list', 'parse_seeds', 'parse_count', 'skip_reason', 'slug', 'config_digest', 'run_name',
-           'file_label', 'PaperRuns', 'seed_mean_std', 'entry_note', 'beside_paper']
+           'file_label', 'PaperRuns', 'client_workers_for', 'seed_mean_std', 'entry_note', 'beside_paper']
 
 # %% ../../nbs/95_papers.ipynb #289fc7ea
 def _name_key(name: str) -> str: return re.sub(r"[-_\s]", "", str(name).lower())
@@ -84,10 +85,16 @@ def file_label(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "-", str(label)).strip("-")
 
 # %% ../../nbs/95_papers.ipynb #3be4d581
+def _cpu_seconds() -> float:
+    "CPU seconds of this process and of its finished child processes (the workers that trained clients)."
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
 class PaperRuns:
     "A notebook's runs by key: each runs once through `run(config)`, resuming its folder; its history is kept, timed and written."
-    def __init__(self, results: str | Path, progress: bool = False, with_time: bool = True):
+    def __init__(self, results: str | Path, progress: bool = False, with_time: bool = True, client_workers: int | None = None):
         self.results, self.progress, self.with_time = Path(results), progress, with_time
+        self.client_workers = client_workers            # None: each config's own; else it replaces theirs
         self.histories: dict[Hashable, History] = {}   # key -> History
         self.cpu_seconds: dict[Hashable, float] = {}   # key -> CPU seconds of this process (about 0 when read back)
         self.folders: dict[Hashable, str] = {}         # key -> the run folder's name
@@ -95,9 +102,10 @@ class PaperRuns:
     def run(self, key: Hashable, config: RunConfig, history_file: str | None = None, **kwargs) -> History:
         "The History of run `key`: kept from before, or `run(config, **kwargs)`; its frame written to `history_file` under `results`."
         if key in self.histories: return self.histories[key]
-        began = time.process_time()
+        if self.client_workers is not None: config = dataclasses.replace(config, client_workers=self.client_workers)
+        began = _cpu_seconds()
         history = run(config, progress=self.progress, **kwargs)
-        self.cpu_seconds[key] = time.process_time() - began
+        self.cpu_seconds[key] = _cpu_seconds() - began
         self.folders[key] = run_folder(config).name
         if history_file: atomic_write_csv(self.results / history_file, history.to_frame(with_time=self.with_time))
         self.histories[key] = history
@@ -105,6 +113,13 @@ class PaperRuns:
 
     def __contains__(self, key: Hashable) -> bool: return key in self.histories
     def __getitem__(self, key: Hashable) -> History: return self.histories[key]
+
+# %% ../../nbs/95_papers.ipynb #c1e4a0b2
+def client_workers_for(scale: str, client_workers: int | None = None) -> int:
+    "A paper notebook's `client_workers`: as given, else 1 at the smoke scale and 0 (one process per core) at quick and paper."
+    if client_workers is not None: return parse_count(client_workers, "client_workers", minimum=0)
+    return 1 if scale == "smoke" else 0
+
 
 # %% ../../nbs/95_papers.ipynb #97df2cf8
 def seed_mean_std(values: Sequence[float] | pd.DataFrame) -> tuple:
