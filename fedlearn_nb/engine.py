@@ -35,11 +35,11 @@ from .federation import Client, FederatedData, build_federation, derive_seed
 
 # %% auto #0
 __all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPOINT_NAME', 'ALGORITHMS', 'ALGORITHM_ENTRY_POINTS',
-           'DATA_SPLITS', 'BACKENDS', 'FitIns', 'FitRes', 'EvaluateIns', 'EvaluateRes', 'message_bytes',
-           'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices', 'LocalTraining', 'evaluate_model',
-           'extract_features', 'batchnorm_keys', 'Algorithm', 'make_evaluate_res', 'keep_personal', 'PersonalModels',
-           'summarize_evaluation', 'disconnected_clients', 'select_clients', 'round_half_up', 'History',
-           'batching_obstacles', 'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients',
+           'DATA_SPLITS', 'BACKENDS', 'BACKEND_ENTRY_POINTS', 'FitIns', 'FitRes', 'EvaluateIns', 'EvaluateRes',
+           'message_bytes', 'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices', 'LocalTraining',
+           'evaluate_model', 'extract_features', 'batchnorm_keys', 'Algorithm', 'make_evaluate_res', 'keep_personal',
+           'PersonalModels', 'summarize_evaluation', 'disconnected_clients', 'select_clients', 'round_half_up',
+           'History', 'batching_obstacles', 'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients',
            'worker_obstacles', 'ClientUpdateError', 'run_in_workers', 'fit_clients_in_workers', 'evaluate_clients',
            'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round',
            'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig', 'build_federated_data',
@@ -1054,25 +1054,30 @@ def register_algorithm(cls: type) -> type:
 
 ALGORITHM_ENTRY_POINTS = "fedlearn_nb.algorithms"  # the entry-point group through which packages offer algorithms
 
-def _import_all_algorithms() -> None:
-    "Import every package offered in the `fedlearn_nb.algorithms` entry-point group (ours and any plug-in's), all their modules."
-    import pkgutil
+def _algorithm_packages() -> list[str]:
+    "The packages offered in the `fedlearn_nb.algorithms` entry-point group: ours and any plug-in's."
     from importlib.metadata import entry_points
     found = entry_points(group=ALGORITHM_ENTRY_POINTS)
     if not found: raise RuntimeError(f"no package offers algorithms (entry-point group {ALGORITHM_ENTRY_POINTS!r}): "
                                      "install fedlearn_nb with `pip install -e .` so that its metadata is written")
-    for entry in found:
-        package = importlib.import_module(entry.value)
+    return [entry.value for entry in found]
+
+def _import_all_algorithms() -> None:
+    "Import every module of every package that offers algorithms."
+    import pkgutil
+    for name in _algorithm_packages():
+        package = importlib.import_module(name)
         for info in pkgutil.iter_modules(getattr(package, "__path__", [])): importlib.import_module(f"{package.__name__}.{info.name}")
 
 def get_algorithm(name: str) -> type:
     "The algorithm class registered as `name`, importing its module on first use."
     key = name.lower()
-    for module in (f"fedlearn_nb.algorithms.{key}", f"fedlearn_nb.{key}"):
-        if key in ALGORITHMS: break
+    for package in _algorithm_packages() if key not in ALGORITHMS else ():  # first the module named after it
+        module = f"{package}.{key}"
         try: importlib.import_module(module)
         except ModuleNotFoundError as error:
-            if error.name not in (module, module.rsplit(".", 1)[0]): raise
+            if error.name not in (module, package): raise
+        if key in ALGORITHMS: break
     if key not in ALGORITHMS: _import_all_algorithms()  # variants registered in a module of another name (FedCCL+, SCFC)
     if key not in ALGORITHMS:
         raise KeyError(f"unknown algorithm {name!r}; known: {sorted(ALGORITHMS)} (a new one must be decorated with @register_algorithm)")
@@ -1274,14 +1279,20 @@ def register_backend(name: str, function: Callable[..., History]) -> None:
     "Make `function` the runner of `run(config, backend=name)` (a tools module registers itself on import)."
     BACKENDS[name.lower()] = function
 
+BACKEND_ENTRY_POINTS = "fedlearn_nb.backends"  # the entry-point group through which packages offer backends (ours: flower)
+
 def get_backend(name: str) -> Callable[..., History]:
-    "The runner registered as `name`, importing `fedlearn_nb.<name>` on first use."
+    "The runner registered as `name`, importing the module that the `fedlearn_nb.backends` entry point `name` names on first use."
+    from importlib.metadata import entry_points
     key = name.lower()
-    if key not in BACKENDS:
-        try: importlib.import_module(f"fedlearn_nb.{key}")
+    for entry in entry_points(group=BACKEND_ENTRY_POINTS, name=key) if key not in BACKENDS else ():
+        try: importlib.import_module(entry.value)
         except ModuleNotFoundError as error:
-            if error.name != f"fedlearn_nb.{key}": raise ImportError(f"backend {name!r} needs {error.name!r}; install it (for Flower: pip install -e '.[flower]')") from error
-    if key not in BACKENDS: raise ValueError(f"unknown backend {name!r}; use 'inprocess' or one of {sorted(BACKENDS) or ['flower']}")
+            if error.name == entry.value: raise
+            raise ImportError(f"backend {name!r} needs {error.name!r}; install it (for Flower: pip install -e '.[flower]')") from error
+    if key not in BACKENDS:
+        offered = sorted({*BACKENDS, *(entry.name for entry in entry_points(group=BACKEND_ENTRY_POINTS))})
+        raise ValueError(f"unknown backend {name!r}; use 'inprocess' or one of {offered}")
     return BACKENDS[key]
 
 def run(config: RunConfig, resume: bool = True, progress: bool = True, data: FederatedData | None = None,

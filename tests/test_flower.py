@@ -9,6 +9,8 @@ NumPy arrays of their own dtype and floats as their exact hex form, so nothing i
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import time
 
 import pytest
@@ -30,6 +32,15 @@ def small_config(algorithm: str, results_dir, num_clients: int = 3, rounds: int 
                   local_steps=2, batch_size=32, optimizer="adam", lr=0.003, results_dir=str(results_dir), name=f"{algorithm}-test")
     values.update(CCFC_SMALL if algorithm == "ccfc" else {})
     return RunConfig(**{**values, **changes})
+
+
+def test_run_finds_the_flower_backend_without_it_being_imported():
+    "run(config, backend='flower') in a fresh interpreter: the engine finds the adapter through its entry point."
+    code = ("import sys; from fedlearn_nb.engine import BACKENDS, get_backend; assert 'fedlearn_nb.tools.flower' not in sys.modules; "
+            "print(get_backend('flower').__module__)")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == "fedlearn_nb.tools.flower"
 
 
 @pytest.fixture(autouse=True)
