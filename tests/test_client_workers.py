@@ -13,7 +13,9 @@ import warnings
 import pytest
 import torch
 
-from fedlearn_nb.engine import ClientUpdateError, RunConfig, build_algorithm, run, worker_obstacles
+from fedlearn_nb.algorithms.fedavg import FedAvg
+from fedlearn_nb.engine import (ClientUpdateError, RunConfig, build_algorithm, build_federated_data, build_model_for, run,
+                                run_experiment, worker_obstacles)
 from test_golden_history import GOLDEN_HISTORIES, compare, golden_config, registered_algorithms
 
 NAMES = registered_algorithms()
@@ -31,9 +33,10 @@ def history(name: str, folder, workers: int):
     return result, fell_back
 
 
-def test_the_plain_algorithms_declare_it():
-    "FedAvg and the methods that only change its local loss (keeping per-client memories in client.state) use workers."
-    assert {"fedavg", "fedprox", "moon"} <= set(DECLARED), DECLARED
+def test_the_algorithms_that_keep_nothing_on_the_server_object_declare_it():
+    "FedAvg's family, the prototype and signal methods, the personalised ones, the clustered and the federated-clustering ones."
+    assert {"fedavg", "fedprox", "moon", "local", "fedproto", "fedproc", "fpl", "fedplvm", "fedccl", "fedcclplus", "fedplcc", "fedpcl",
+            "fedcrl", "fedrep", "ditto", "pfedme", "perfedavg", "fedamp", "fedpac", "ifca", "cpcfl", "kfed", "ffcm", "ccfc"} <= set(DECLARED)
 
 
 @pytest.mark.parametrize("name", DECLARED)
@@ -44,17 +47,68 @@ def test_a_declared_algorithm_gives_the_same_history_in_workers(tmp_path, name):
     assert workers.same_as(loop), f"{name}: two workers changed the history"
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if n not in DECLARED])
-def test_an_undeclared_algorithm_says_why_it_keeps_the_loop(name):
-    reasons = worker_obstacles(build_algorithm(golden_config(name, "unused")))
-    assert any("independent_clients" in reason for reason in reasons), reasons
+def test_every_registered_algorithm_declares_it_or_says_why_not():
+    for name in NAMES:
+        reasons = worker_obstacles(build_algorithm(golden_config(name, "unused")))
+        assert not reasons or any("independent_clients" in reason for reason in reasons), (name, reasons)
 
 
-def test_an_undeclared_algorithm_runs_in_the_loop_and_warns(tmp_path):
-    name = "fedproto"  # FedAvg with its own loss and payload, not declared again
-    workers, fell_back = history(name, tmp_path, 2)
-    assert fell_back and "independent_clients" in str(fell_back[0].message)
-    assert not compare(GOLDEN_HISTORIES[name], [dict(r) for r in workers.records])
+class CountingFedAvg(FedAvg):
+    "FedAvg that counts its clients' updates on the algorithm object: truly not independent (a worker's count never comes back)."
+    def end_local(self, client, model, ins, context):
+        self.updates = getattr(self, "updates", 0) + 1
+
+
+def test_an_undeclared_algorithm_runs_in_the_loop_and_warns():
+    "A subclass that replaces a client hook below FedAvg without declaring again keeps the loop: its count is whole, its history FedAvg's."
+    torch.set_num_threads(1)
+    config = golden_config("fedavg", "unused")
+    data = build_federated_data(config)
+    algorithm = CountingFedAvg()
+    assert any("replaces the client hooks ['end_local'] below FedAvg" in reason for reason in worker_obstacles(algorithm))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_experiment(algorithm, data, build_model_for(config, data), config.rounds, config.training(), seed=config.seed,
+                                progress=False, client_workers=2)
+    assert any("independent_clients" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    assert algorithm.updates == config.rounds * data.num_clients
+    assert not compare(GOLDEN_HISTORIES["fedavg"], [dict(r) for r in result.records])
+
+
+# a few more rounds where the golden two do not reach a state the client update reads: CP-CFL's choice by loss after its
+# exploration round, FedCRL's tau from the L_Reg kept in round 2, FedALA's weights after the first (converging) ALA, FedPCL's
+# training against every client's prototypes
+LONGER = {"cpcfl": (3, dict(exploration_rounds=1)), "fedcrl": (3, {}), "fedala": (3, {}), "fedpcl": (3, {})}
+
+
+@pytest.mark.parametrize("name", sorted(LONGER))
+def test_round_dependent_state_gives_the_same_history_in_workers(tmp_path, name):
+    rounds, settings = LONGER[name]
+    def longer(folder, workers):
+        torch.set_num_threads(1)
+        config = golden_config(name, str(folder))
+        config.rounds, config.client_workers = rounds, workers
+        config.algorithm_kwargs.update(settings)
+        return run(config, resume=False, progress=False)
+    loop, workers = longer(tmp_path / "loop", 1), longer(tmp_path / "workers", 2)
+    assert len(loop) == rounds and workers.same_as(loop), f"{name}: two workers changed the history"
+    if name == "cpcfl": assert loop[0]["exploration"] == 1.0 and loop[-1]["exploration"] == 0.0
+
+
+def test_synthetic_images_kept_for_reuse_come_back_from_the_workers(tmp_path):
+    "SDA-FC's reuse: the server keeps the uploads, so a run in workers fills the store and the next run takes them."
+    from fedlearn_nb.algorithms import sdafc
+    sdafc._SYNTHETIC_CACHE.clear()
+    def reused(folder):
+        torch.set_num_threads(1)
+        config = golden_config("sdafc_km", str(folder))
+        config.client_workers = 2
+        config.algorithm_kwargs.update(reuse_synthetic=True)
+        return run(config, resume=False, progress=False)
+    first = reused(tmp_path / "first")
+    assert len(sdafc._SYNTHETIC_CACHE) == len(first[0]["participants"]) == 5     # one client per domain of digits5lite
+    second = reused(tmp_path / "second")
+    assert second.same_as(first) and not compare(GOLDEN_HISTORIES["sdafc_km"], [dict(r) for r in second.records])
 
 
 def test_an_error_in_a_worker_names_the_client(tmp_path, monkeypatch):

@@ -35,6 +35,7 @@ REGULARISER_WEIGHTINGS = ("cluster", "batch")
 class CCFC(FederatedClustering):
     "CCFC: pseudo-labels by Eq. 3, cluster-contrastive + λ model-contrastive local training, FedAvg + k-means of local centroids."
     name = "ccfc"
+    independent_clients = True  # pseudo-labels, views and the frozen copy live in the update's context, the optimiser state in client.state: workers may train clients
 
     def __init__(self, lambda_: float = 0.001, contrast: str = "cluster", pretrain_rounds: int = 0, federated: bool = True,
                  self_pairs: bool = False, regulariser_weighting: str = "cluster", persistent_optimizer: bool = False,

@@ -20,6 +20,7 @@ from ..losses import proximal_term
 class Ditto(PersonalModels, FedAvg):
     "Ditto: FedAvg's global model plus a personal model per client trained with CE + lambda/2 ||v - w||^2."
     name = "ditto"
+    independent_clients = True  # the personal model is kept in client.state: clients may train in worker processes
 
     def __init__(self, lambda_: float = 0.1, personal_epochs: int = 1, weighting: str = "samples", bn: str = "average"):
         super().__init__(weighting=weighting, bn=bn)

@@ -45,6 +45,7 @@ def load_public_images(name: str, size: int, image_shape: Sequence[int], seed: i
 class FCCLPlus(FedAvg):
     "FCCL+ with one shared architecture: FedAvg, a public-data stage aligning with the clients' consensus, and non-target distillation."
     name = "fcclplus"
+    independent_clients = True  # the teacher copy is reloaded from client.state by every update, the public images are only read: workers may train clients
 
     def __init__(self, public_data: str = "digits", public_size: int = 512, public_split: str = "train",
                  public_batch_size: int = 256, public_epochs: int = 1, public_lr: float = 1e-3,

@@ -60,6 +60,7 @@ def adaptive_local_aggregation(model: nn.Module, local: dict, global_: dict, wei
 class FedALA(PersonalModels, FedAvg):
     "FedALA: FedAvg whose clients initialise with adaptive local aggregation (element-wise learned mixing on the higher layers)."
     name = "fedala"
+    independent_clients = True  # the personal model and the ALA weights are kept in client.state: clients may train in worker processes
 
     def __init__(self, eta: float = 1.0, sample_fraction: float = 0.8, layers: int = 1, threshold: float = 0.1,
                  num_pre_loss: int = 10, max_start_epochs: int = 50, weighting: str = "samples", bn: str = "average"):

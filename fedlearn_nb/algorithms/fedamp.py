@@ -48,6 +48,7 @@ def combine_models(models: Sequence[Mapping[str, torch.Tensor]], weights: Sequen
 class FedAMP(PersonalModels, FedAvg):
     "FedAMP: personalised cloud models u_i = sum_j xi_ij w_j (attentive message passing); clients train CE + lambda/(2 alpha_k)||w - u_i||^2."
     name = "fedamp"
+    independent_clients = True  # w_i is kept in client.state, the cloud model u_i comes in the FitIns: clients may train in worker processes
 
     def __init__(self, alpha_k: float = 1.0, lambda_: float = 1.0, sigma: float = 1.0, bn: str = "average"):
         super().__init__(weighting="samples", bn=bn)

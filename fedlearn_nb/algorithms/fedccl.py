@@ -63,6 +63,7 @@ _SIGNALS = ("cluster", "average")
 class FedCCL(FedAvg):
     "FedCCL: FINCH-clustered local signals and averaged global clustered signals, CE + L_local + L_global; FedAvg models."
     name = "fedccl"
+    independent_clients = True  # the signals live in the update's context and go up in the FitRes (FedCCL+ and FedAvg+ change only settings): workers may train clients
 
     def __init__(self, tau: float = 0.07, use_local: bool = True, use_global: bool = True, local_signal: str = "cluster",
                  global_signal: str = "cluster", finch_level: int = -1, adversarial: bool = False, epsilon: float = 0.1,

@@ -51,6 +51,7 @@ def mix_parameters(local: Mapping[str, torch.Tensor], global_: Mapping[str, torc
 class FedCRL(PersonalModels, FedPer):
     "FedCRL: shared phi (Eq. 5) and label-volume-weighted class representations (Eq. 6); loss-wise mixing (Eqs. 7-9); CE + alpha InfoNCE (Eq. 13)."
     name = "fedcrl"
+    independent_clients = True  # the personal model, tau and L_Reg are kept in client.state: clients may train in worker processes
 
     def __init__(self, alpha: float = 1.0, tau_cl: float = 0.1, gamma: float = 0.8, bn: str = "average"):
         super().__init__(weighting="samples", bn=bn)

@@ -47,6 +47,7 @@ def train_header(head: nn.Module, representations: torch.Tensor, labels: torch.T
 class FedGH(FedAvg):
     "FedGH: local feature extractors; the server trains the global header on the clients' uploaded class-mean representations."
     name = "fedgh"
+    independent_clients = True  # the extractor is kept in client.state, the representations go up in the FitRes: clients may train in worker processes
     protocol = "personalised"
 
     def __init__(self, server_lr: float = 0.01, server_epochs: int = 1, server_batch_size: int | None = None, bn: str = "average"):

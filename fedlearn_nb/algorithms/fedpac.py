@@ -66,6 +66,7 @@ def solve_simplex_qp(matrix: np.ndarray, threshold: float = 1e-3) -> np.ndarray:
 class FedPAC(FedPer):
     "FedPAC: shared extractor aligned to global prototypes (Eq. 5), personal classifiers combined by per-client QP weights (Eq. 10)."
     name = "fedpac"
+    independent_clients = True  # the combined classifier comes in the FitIns, the statistics go up in the FitRes: clients may train in worker processes
 
     def __init__(self, lambda_: float = 1.0, head_epochs: int = 1, weight_threshold: float = 1e-3, bn: str = "average"):
         super().__init__(weighting="samples", bn=bn)

@@ -50,6 +50,7 @@ def nearest_prototype_logits(features: torch.Tensor, prototypes: torch.Tensor, p
 class FedPCL(FedAvg):
     "FedPCL: frozen backbone + trained projection; global/local prototype contrast; nearest-prototype prediction."
     name = "fedpcl"
+    independent_clients = True  # the client's prototypes are kept in client.state, the received ones live in the update's context: workers may train clients
 
     def __init__(self, tau: float = 0.07, average_models: bool = False, ce_weight: float = 0.0, prediction: str = "prototype",
                  prototype_weighting: str = "uniform", normalize: bool = True, weighting: str = "samples", bn: str = "average"):

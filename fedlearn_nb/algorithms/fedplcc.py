@@ -24,6 +24,7 @@ PROTOTYPE_WEIGHTS = ("normalized", "ones", "uniform")
 class FedPLCC(ClusteredPrototypes):
     "FedPLCC: FINCH* on clients and server with sample-count weights; CE + lambda1 weighted contrast + lambda2 top-ϕ pull."
     name = "fedplcc"
+    independent_clients = True  # its local weights and prototype terms read only the bank and its settings: workers may train clients
     uses_weights = True
 
     def __init__(self, lambda1: float = 100.0, lambda2: float | None = None, phi: float = 0.5, tau: float = 0.07,

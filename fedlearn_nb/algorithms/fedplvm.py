@@ -21,6 +21,7 @@ __all__ = ['FedPLVM']
 class FedPLVM(ClusteredPrototypes):
     "FedPLVM: FINCH on clients and server; CE + lambda (α-sparsity contrast + correction to the mean global prototype)."
     name = "fedplvm"
+    independent_clients = True  # its prototype term reads only the bank and its settings: workers may train clients
 
     def __init__(self, lambda_: float = 100.0, alpha: float = 0.25, tau: float = 0.07, correction_factor: float = 2.0,
                  contrast: bool = True, correction: bool = True, centroid: str = "plain", distance: str = "cosine",

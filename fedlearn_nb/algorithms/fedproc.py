@@ -30,6 +30,7 @@ def curriculum_weight(round: int, rounds: int) -> float:
 class FedProc(FedProto):
     "FedProc: alpha_t * prototypical contrast + (1 - alpha_t) * CE, alpha_t falling from 1 to 0 over `rounds` rounds."
     name = "fedproc"
+    independent_clients = True  # its loss reads only the update's context and its settings: workers may train clients
 
     def __init__(self, rounds: int = 100, tau: float = 1.0, prototype_weighting: str = "uniform",
                  average_models: bool = True, weighting: str = "samples", bn: str = "average"):

@@ -31,6 +31,7 @@ def client_prototypes(model: nn.Module, client: Client, batch_size: int = 1024) 
 class FedProto(FedAvg):
     "FedProto: class-mean prototypes averaged on the server; CE + lambda * MSE pull of features to the global prototypes."
     name = "fedproto"
+    independent_clients = True  # the received prototypes live in the update's context, its own go up in the FitRes: workers may train clients
 
     def __init__(self, lambda_: float = 1.0, prototype_weighting: str = "uniform", average_models: bool = True,
                  distance: str = "mse", weighting: str = "samples", bn: str = "average"):

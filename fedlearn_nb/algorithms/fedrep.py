@@ -17,6 +17,7 @@ from .fedper import FedPer
 class FedRep(FedPer):
     "FedRep: shared representation, local head; each round the head is trained first (body frozen), then the body (head frozen)."
     name = "fedrep"
+    independent_clients = True  # its two phases train only the working model: clients may train in worker processes
 
     def __init__(self, head_epochs: int = 1, weighting: str = "samples", bn: str = "average"):
         super().__init__(weighting=weighting, bn=bn)

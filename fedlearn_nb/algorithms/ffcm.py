@@ -35,6 +35,7 @@ AGGREGATIONS = ("kmeans", "average")
 class FFCM(FederatedClustering):
     "FFCM (Stallmann & Wilbik 2022): local fuzzy c-means from the global centroids, server merge by k-means or averaging."
     name = "ffcm"
+    independent_clients = True  # each client's fuzzy c-means is seeded by (run seed, round, client): clients may run in worker processes
 
     def __init__(self, num_clusters: int | None = None, m: float = 1.1, aggregation: str = "kmeans", normalize: bool = True,
                  distance: str = "euclidean", max_iter: int = 300, tol: float = 1e-4, kmeans_n_init: int = 10, bn: str = "average"):

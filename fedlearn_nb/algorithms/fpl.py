@@ -57,6 +57,7 @@ def cluster_class_vectors(vectors: torch.Tensor, labels: torch.Tensor, weights: 
 class ClusteredPrototypes(FedAvg):
     "Shared protocol of FPL, FedPLVM and FedPLCC: local prototypes up, clustered global prototypes down, FedAvg models."
     name = "clustered_prototypes"
+    independent_clients = True  # the bank lives in the update's context, the local prototypes go up in the FitRes: workers may train clients
     uses_weights: bool = False  # do the clients send, and the server broadcast, prototype weights?
 
     def __init__(self, local_clustering: str = "mean", global_clustering: str = "finch", centroid: str = "plain",
@@ -141,6 +142,7 @@ class ClusteredPrototypes(FedAvg):
 class FPL(ClusteredPrototypes):
     "FPL: client class means, server FINCH; CE + cluster-prototype contrast + MSE to the unbiased prototype."
     name = "fpl"
+    independent_clients = True  # its prototype term reads only the bank and its settings: workers may train clients
 
     def __init__(self, tau: float = 0.1, centroid: str = "plain", distance: str = "cosine", finch_level: int = -1,
                  weighting: str = "samples", bn: str = "average"):

@@ -70,6 +70,7 @@ def batches_per_epoch(num_examples: int, batch_size: int) -> int:
 class IFCA(Algorithm):
     "IFCA: a pool of N models, clients pick the lowest local loss (Eq. 5), per-cluster FedAvg (Eq. 6); exploration and restarts."
     name = "ifca"
+    independent_clients = True  # the chosen cluster is kept in client.state, the pool comes in the FitIns: clients may train in worker processes
     protocol = "personalised"
 
     def __init__(self, num_clusters: int = 3, exploration_rounds: int = 0, init: str = "random", max_restarts: int = 10,

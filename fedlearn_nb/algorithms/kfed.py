@@ -50,6 +50,7 @@ def kfed_merge(local_centroids: Sequence[np.ndarray], num_clusters: int, seed: i
 class KFed(FederatedClustering):
     "k-FED (Dennis et al. 2021): one-shot federated k-means on raw features; local k-means, farthest-point seeded server k-means."
     name = "kfed"
+    independent_clients = True  # each client's k-means is seeded by (run seed, round, client): clients may run in worker processes
 
     def __init__(self, num_clusters: int | None = None, local_clusters: int | None = None, normalize: bool = True,
                  distance: str = "euclidean", kmeans_n_init: int = 10, bn: str = "average"):

@@ -17,6 +17,7 @@ __all__ = ['Local']
 class Local(Algorithm):
     "Each client trains its own model, never communicating (no federation); personalised evaluation."
     name = "local"
+    independent_clients = True  # each client's model is kept in client.state: clients may train in worker processes
     protocol = "personalised"
 
     def is_shared(self, name: str) -> bool:

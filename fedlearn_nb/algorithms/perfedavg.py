@@ -25,6 +25,7 @@ def sgd_step(model: nn.Module, loss: torch.Tensor, step_size: float) -> None:
 class PerFedAvg(FedAvg):
     "Per-FedAvg (first-order): MAML-style local steps from batch pairs; personal model = global + one alpha step."
     name = "perfedavg"
+    independent_clients = True  # the waiting batch lives in the update's context: clients may train in worker processes
     protocol = "personalised"
 
     def __init__(self, alpha: float = 0.01, beta: float = 0.005, weighting: str = "samples", bn: str = "average"):

@@ -22,6 +22,7 @@ from ..losses import proximal_term
 class PFedMe(PersonalModels, FedAvg):
     "pFedMe: K proximal steps per batch for the personal model theta, local w moved towards it, server step beta."
     name = "pfedme"
+    independent_clients = True  # the local copy w lives in the update's context, theta in client.state: clients may train in worker processes
 
     def __init__(self, lambda_: float = 15.0, inner_steps: int = 5, personal_lr: float = 0.01, beta: float = 1.0,
                  weighting: str = "samples", bn: str = "average"):

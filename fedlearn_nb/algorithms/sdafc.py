@@ -146,6 +146,7 @@ def _tensor_digest(x: torch.Tensor) -> str:
 class SyntheticDataClustering(FederatedClustering):
     "Base of SDA-FC and PPFC-GAN: clients' GANs make synthetic data; the server clusters it; Eq. 3 labels the real data."
     name = "synthetic_data_clustering"
+    independent_clients = True  # a client's GAN is its own, the synthetic images go up in the FitRes (the server keeps them for reuse): workers may train clients
 
     def __init__(self, gan: str = "local", synthetic_per_client: int | None = None, noise_dim: int = 62, code_dim: int | None = None,
                  gan_width: int = 64, gan_hidden_dim: int = 1024, lr_generator: float = 1.8e-3, lr_discriminator: float = 2e-4,
@@ -206,9 +207,6 @@ class SyntheticDataClustering(FederatedClustering):
         else:
             count = self.synthetic_per_client or client.num_examples
             payload = {"synthetic": synthesize(gan, count, self.generator(round, client.id, "synthesize"))}
-            if self.reuse_synthetic:
-                _SYNTHETIC_CACHE[self.gan_signature(client, round)] = (payload["synthetic"].clone(), {"train_loss": metrics["discriminator_loss"], **metrics})
-                while len(_SYNTHETIC_CACHE) > SYNTHETIC_CACHE_SIZE: _SYNTHETIC_CACHE.popitem(last=False)
         return FitRes(parameters={}, num_examples=client.num_examples, metrics={"train_loss": metrics["discriminator_loss"], **metrics}, payload=payload)
 
     def aggregate_fit(self, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
@@ -219,9 +217,19 @@ class SyntheticDataClustering(FederatedClustering):
             gan = self.new_gan("global"); set_parameters(gan, self.server["gan"])
             count = sum((self.synthetic_per_client or r.num_examples) for _, r in results)
             synthetic = synthesize(gan, count, self.generator(round, "server", "synthesize"))
-        else: synthetic = torch.cat([r.payload["synthetic"] for _, r in results])
+        else:
+            synthetic = torch.cat([r.payload["synthetic"] for _, r in results])
+            if self.reuse_synthetic:
+                for client, result in results: self.keep_synthetic(client, round, result)
         metrics = self.cluster_synthetic(synthetic.to(self.device), round)
         return {"synthetic_images": float(len(synthetic)), **metrics}
+
+    def keep_synthetic(self, client: Client, round: int, result: FitRes) -> None:
+        "Keep a client's synthetic images and metrics for a later run with the same key (the server does it: a client only reads)."
+        key = self.gan_signature(client, round)
+        if key in _SYNTHETIC_CACHE: return
+        _SYNTHETIC_CACHE[key] = (result.payload["synthetic"].clone(), dict(result.metrics))
+        while len(_SYNTHETIC_CACHE) > SYNTHETIC_CACHE_SIZE: _SYNTHETIC_CACHE.popitem(last=False)
 
     def cluster_synthetic(self, images: torch.Tensor, round: int) -> dict:
         "Set `server['centroids']` (and any model the clients need) from the pooled synthetic images; return server metrics."
