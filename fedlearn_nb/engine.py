@@ -72,10 +72,11 @@ class EvaluateIns:
 
 @dataclass
 class EvaluateRes:
-    "A client's evaluation result (Flower's `EvaluateRes`): mean loss, number of test examples, metrics."
+    "A client's evaluation result (Flower's `EvaluateRes`): mean loss, number of test examples, metrics, and a payload (values that are not numbers, e.g. predicted labels)."
     loss: float
     num_examples: int
     metrics: dict = field(default_factory=dict)
+    payload: dict = field(default_factory=dict)
 
 # %% ../nbs/11_engine.ipynb #43692d7d
 def message_bytes(message: FitIns | FitRes | EvaluateIns) -> int:
@@ -733,11 +734,11 @@ def worker_obstacles(algorithm: Algorithm) -> list[str]:
     import multiprocessing
     cls, reasons = type(algorithm), []
     if not getattr(algorithm, "independent_clients", False):
-        reasons.append(f"{cls.__name__} does not declare independent_clients = True (its client update may change the algorithm "
+        reasons.append(f"{cls.__name__} does not declare independent_clients = True (its client update or evaluation may change the algorithm "
                        "object itself, which a worker process does not send back)")
     elif "independent_clients" not in vars(algorithm):
         declarer = _declaring_class(cls, "independent_clients")
-        replaced = [n for n in _CLIENT_HOOKS if n in vars(algorithm) or _declaring_class(cls, n) not in declarer.__mro__]
+        replaced = [n for n in (*_CLIENT_HOOKS, "client_evaluate") if n in vars(algorithm) or _declaring_class(cls, n) not in declarer.__mro__]
         if replaced: reasons.append(f"{cls.__name__} replaces the client hooks {replaced} below {declarer.__name__}, which declared "
                                     f"independent_clients = True; {cls.__name__} must declare it again if they keep nothing outside client.state")
     device = getattr(algorithm, "device", None)  # known once set up

@@ -34,7 +34,6 @@ class FederatedClustering(Algorithm):
         if num_clusters is not None: check_num_clusters(num_clusters)
         self.num_clusters, self.normalize, self.distance = num_clusters, bool(normalize), check_distance(distance)
         self.kmeans_n_init = int(kmeans_n_init)
-        self._predictions: dict[int, torch.Tensor] = {}
 
     @property
     def k(self) -> int:
@@ -71,21 +70,21 @@ class FederatedClustering(Algorithm):
         return [(client, ins) for client in clients]
 
     def client_evaluate(self, client: Client, ins: EvaluateIns) -> EvaluateRes:
-        "Label the client's data by Eq. 3 and score it; the labels are kept for the pooled scores."
+        "Label the client's data by Eq. 3 and score it; the labels go to the server (in the payload) for the pooled scores."
         model = self.receive(client, ins)
         labels = self.assign(self.embed(model, client.x_train), self.centroids_for(client, ins)).cpu()
-        self._predictions[client.id] = labels
         scores = clustering_scores(client.y_train.cpu(), labels)
         correct = int(round(scores["acc"] * client.num_examples))
         return EvaluateRes(loss=float("nan"), num_examples=client.num_examples,
-                           metrics={"nmi": scores["nmi"], "kappa": scores["kappa"], "accuracy": scores["acc"], "correct": correct})
+                           metrics={"nmi": scores["nmi"], "kappa": scores["kappa"], "accuracy": scores["acc"], "correct": correct},
+                           payload={"labels": labels})
 
     def aggregate_evaluate(self, round: int, results: Sequence[tuple[Client, EvaluateRes]]) -> dict:
         "NMI, Kappa, ACC and ARI of the pooled labels of all evaluated clients, plus per-client ACC mean and std."
-        clients = [c for c, r in results if r.num_examples > 0]
-        if not clients: return {}
-        truth = torch.cat([c.y_train.cpu() for c in clients])
-        predicted = torch.cat([self._predictions[c.id] for c in clients])
+        evaluated = [(c, r) for c, r in results if r.num_examples > 0]
+        if not evaluated: return {}
+        truth = torch.cat([c.y_train.cpu() for c, _ in evaluated])
+        predicted = torch.cat([r.payload["labels"] for _, r in evaluated])
         pooled = clustering_scores(truth, predicted)
         per_client = np.array([r.metrics["accuracy"] for c, r in results if r.num_examples > 0])
         kappas = np.array([r.metrics["kappa"] for c, r in results if r.num_examples > 0], dtype=np.float64)
@@ -95,5 +94,4 @@ class FederatedClustering(Algorithm):
     def cluster_labels(self) -> dict[int, np.ndarray]:
         "The final Eq. 3 labels of every client's data, by client id (evaluates the current state)."
         self._eval_loaded = None
-        for client, ins in self.configure_evaluate(-1, self.data.clients): self.client_evaluate(client, ins)
-        return {c.id: self._predictions[c.id].numpy() for c in self.data.clients}
+        return {c.id: self.client_evaluate(c, ins).payload["labels"].numpy() for c, ins in self.configure_evaluate(-1, self.data.clients)}

@@ -180,14 +180,11 @@ def bridges_for(algorithm: Algorithm) -> list[Bridge]:
 
 # %% ../../nbs/93_flower.ipynb #b5900e15
 class PooledClusteringBridge(Bridge):
-    "Federated clustering scores the pooled cluster labels of all clients: each node uploads its predicted and true labels at evaluation."
+    "Federated clustering scores the pooled cluster labels of all clients: each node uploads its true labels at evaluation (the predicted ones come in the EvaluateRes)."
     def node_extras(self, algorithm, client, kind):
-        if kind != "evaluate" or client.id not in algorithm._predictions: return {}
-        return {"predictions": algorithm._predictions[client.id], "labels": client.y_train.cpu()}
+        return {"labels": client.y_train.cpu()} if kind == "evaluate" else {}
     def server_extras(self, algorithm, client, kind, extras):
-        if "predictions" in extras:
-            algorithm._predictions[client.id] = extras["predictions"].cpu()
-            client.y_train = extras["labels"]
+        if "labels" in extras: client.y_train = extras["labels"]
 
 class StartCentroidsBridge(Bridge):
     "CCFC's first global centroids merge every selected client's k-means of the initial model's latents: one query round first."
