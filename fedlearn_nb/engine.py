@@ -811,14 +811,14 @@ def _exit_reason(status: int) -> str:
 _NO_RESULT = object()  # a task's place before its result comes back
 
 def run_in_workers(task: Callable[[int], Any], count: int, workers: int, names: Sequence[str]) -> list:
-    "`[task(i) for i in range(count)]`, computed in `workers` forked processes that share out the indices; a failing or dying worker raises `ClientUpdateError` with `names[i]`."
+    "`[task(i) for i in range(count)]`, shared out between this process and `workers - 1` forked ones, one math thread each; a failing or dying worker raises `ClientUpdateError` with `names[i]`."
     import multiprocessing, multiprocessing.connection, shutil, signal, sys, tempfile
     if not count: return []
     context = multiprocessing.get_context("fork")
     counter, folder = context.Value("q", 0), tempfile.mkdtemp(prefix="fedlearn-workers-")
     for stream in (sys.stdout, sys.stderr): stream.flush()  # or a worker's exit would print the parent's buffered text again
     processes = {}  # read end of the worker's pipe -> pid
-    for _ in range(max(1, min(workers, count))):
+    for _ in range(min(workers, count) - 1):  # this process is the last worker: one fork fewer, and its core is not idle
         receiver, sender = context.Pipe(duplex=False)
         pid = os.fork()
         if pid == 0:  # the worker: its loop, then out without running the parent's exit handlers
@@ -832,31 +832,38 @@ def run_in_workers(task: Callable[[int], Any], count: int, workers: int, names: 
                 finally: os._exit(code)
         sender.close()
         processes[receiver] = pid
-    results, working, failure, pids, completed = [_NO_RESULT] * count, {}, None, list(processes.values()), False
+    results, working, pids, completed, threads = [_NO_RESULT] * count, {}, list(processes.values()), False, torch.get_num_threads()
+
+    def collect(timeout: float | None) -> None:  # take in what the workers have sent within `timeout` seconds
+        for receiver in multiprocessing.connection.wait(list(processes), timeout):
+            pid = processes[receiver]
+            try: message = receiver.recv()
+            except EOFError:  # the worker has finished, or died
+                del processes[receiver]; receiver.close()
+                if pid in working:
+                    _, status = os.waitpid(pid, 0); pids.remove(pid)
+                    raise ClientUpdateError(f"{names[working[pid]]}: the worker process working on it {_exit_reason(status)}")
+                continue
+            if message[0] == "start": working[pid] = message[1]; continue
+            with open(message[2], "rb") as file: message, saved = pickle.load(file), message[2]
+            os.remove(saved)
+            if message[0] != "done":
+                raise ClientUpdateError(f"{names[message[1]]} failed in a worker process: {message[2]}\n\nThe worker's traceback:\n{message[3]}")
+            results[message[1]] = message[2]; working.pop(pid)
     try:
-        while processes and failure is None:
-            for receiver in multiprocessing.connection.wait(list(processes)):
-                pid = processes[receiver]
-                try: message = receiver.recv()
-                except EOFError:  # the worker has finished, or died
-                    del processes[receiver]; receiver.close()
-                    if pid in working:
-                        _, status = os.waitpid(pid, 0); pids.remove(pid)
-                        failure = ClientUpdateError(f"{names[working[pid]]}: the worker process working on it {_exit_reason(status)}")
-                    continue
-                if message[0] == "start": working[pid] = message[1]; continue
-                with open(message[2], "rb") as file: message, saved = pickle.load(file), message[2]
-                os.remove(saved)
-                if message[0] == "done": results[message[1]] = message[2]; working.pop(pid)
-                else:
-                    failure = ClientUpdateError(f"{names[message[1]]} failed in a worker process: {message[2]}\n\n"
-                                                f"The worker's traceback:\n{message[3]}")
-                    break
+        torch.set_num_threads(1)  # this process computes its share as the workers do theirs
+        while True:
+            with counter.get_lock(): index = counter.value; counter.value += 1
+            if index >= count: break
+            try: results[index] = task(index)
+            except Exception as error: raise ClientUpdateError(f"{names[index]} failed: {type(error).__name__}: {error}") from error
+            if processes: collect(0)
+        while processes: collect(None)
         missing = [names[i] for i in range(count) if results[i] is _NO_RESULT]
-        if failure is None and missing: failure = ClientUpdateError(f"{', '.join(missing[:5])}: no result came back from the workers")
-        if failure is not None: raise failure
+        if missing: raise ClientUpdateError(f"{', '.join(missing[:5])}: no result came back from the workers")
         completed = True
     finally:  # on any error (an interrupt too) the workers are stopped, not waited for
+        torch.set_num_threads(threads)
         for receiver in processes: receiver.close()
         for pid in pids:
             if not completed:
@@ -908,7 +915,7 @@ def evaluate_clients(algorithm: Algorithm, round: int, instructions: Sequence[tu
         return result, (client.state if _marks(client.state) != before else None), end
     results = run_in_workers(evaluate, len(instructions), workers, [f"client {client.id}" for client, _ in instructions])
     for (client, _), (_, state, _) in zip(instructions, results):
-        if state is not None: client.state.clear(); client.state.update(state)
+        if state is not None and state is not client.state: client.state.clear(); client.state.update(state)  # (this process's share: in place)
     parameters, is_training = results[-1][2]  # the working model as the loop leaves it: as the last client's evaluation left it
     set_parameters(algorithm.model, parameters); algorithm.model.train(is_training)
     algorithm._eval_loaded = None

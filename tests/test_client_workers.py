@@ -121,7 +121,7 @@ def test_an_error_in_a_worker_names_the_client(tmp_path, monkeypatch):
     monkeypatch.setattr(FedAvg, "independent_clients", True, raising=False)
     config = golden_config("fedavg", str(tmp_path))
     config.client_workers = 2
-    with pytest.raises(ClientUpdateError, match="client 2 failed in a worker process: FloatingPointError: diverged"):
+    with pytest.raises(ClientUpdateError, match="client 2 failed.*FloatingPointError: diverged"):
         run(config, resume=False, progress=False)
 
 
