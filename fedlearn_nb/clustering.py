@@ -56,7 +56,8 @@ def as_points(x, device: str | torch.device | None = None) -> torch.Tensor:
 
 # %% ../nbs/06_clustering.ipynb #b3328a9f
 _FLOAT32_EPS, _FLOAT64_EPS = 2.0**-24, 2.0**-53  # unit round-off
-_RUN = 32                   # scores are screened in runs of this many neighbouring columns (or rows)
+_RUN = 32                   # scores are screened in runs of this many neighbouring columns along a row, and
+_COLUMN_RUN = 8             # of this many rows down a column (a strided read: short runs keep it cheap)
 _RUNS_PER_ROW = 8           # a row with more candidate runs than this in one block (mass ties), or with
 _CANDIDATES_PER_ROW = 256   # more candidates than this in all, is decided from its whole float64 row instead
 _WHOLE_PRODUCT = 2**22      # up to this many multiply-adds (N * N * D), one float64 product decides every row
@@ -117,7 +118,7 @@ class _Screen:
         "Screen an (R, C) block (entry i, j scores point row_start + i against column_start + j) for its rows or columns."
         height, width = scores.shape                                   # both multiples of _RUN
         if by_column:   # the block's transpose serves its columns: maxima of runs of rows, (R/run, C)
-            grid = scores.view(height // _RUN, _RUN, width)
+            grid = scores.view(height // _COLUMN_RUN, _COLUMN_RUN, width)
             runs = grid.amax(1)
             maxima, start = runs.amax(0), column_start
         else:           # maxima of runs of columns, (R, C/run)
@@ -127,8 +128,11 @@ class _Screen:
         best = self.best[start:start + len(maxima)]
         torch.maximum(best, maxima, out=best)
         threshold = best - self.slack
-        if by_column: run, owner = (runs >= threshold).nonzero(as_tuple=True)
-        else: owner, run = (runs >= threshold[:, None]).nonzero(as_tuple=True)
+        live = (maxima >= threshold).nonzero().squeeze(1)             # the points with a candidate in this block
+        if len(live) == 0: return
+        if by_column: run, owner = (runs[:, live] >= threshold[live]).nonzero(as_tuple=True)
+        else: owner, run = (runs[live] >= threshold[live, None]).nonzero(as_tuple=True)
+        owner = live[owner]
         if len(owner) > _RUNS_PER_ROW:
             crowded = torch.bincount(owner, minlength=len(maxima)) > _RUNS_PER_ROW   # mass ties: give up on these
             if crowded.any():
@@ -138,7 +142,7 @@ class _Screen:
         if len(owner) == 0: return
         blocks = grid[run, :, owner] if by_column else grid[owner, run]   # (m, run)
         which, offset = (blocks >= threshold[owner][:, None]).nonzero(as_tuple=True)
-        values, owner, partner = blocks[which, offset], owner[which] + start, run[which] * _RUN + offset
+        values, owner, partner = blocks[which, offset], owner[which] + start, run[which] * blocks.shape[1] + offset
         partner += row_start if by_column else column_start
         self.recorded.index_add_(0, owner, torch.ones_like(owner))
         self.found.append((owner, partner, values))
