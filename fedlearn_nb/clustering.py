@@ -170,7 +170,8 @@ def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, stri
     screen = _Screen(count, padded, slack, left.device)
     strip_width = max(side, strip_width // side * side)
     buffer = torch.empty(side * min(padded, strip_width), device=left.device)
-    for first in range(0, padded, side):      # rows first..first+side against every column from `first` on
+    for first in reversed(range(0, padded, side)):   # rows first..first+side against every column from `first` on;
+        # last strip first: the later points have screened their own rows before their columns are read (strided, costly)
         for start in range(first, padded, strip_width):
             stop = min(start + strip_width, padded)
             scores = torch.mm(left[first:first + side], right[start:stop].T,
