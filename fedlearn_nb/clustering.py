@@ -83,13 +83,15 @@ def _euclidean_frame(points: torch.Tensor) -> tuple[torch.Tensor, float]:
     "A centre (D,) and a power of two that bring the points within [-1, 1]: distances change only by that common scale."
     centre = points.mean(0)                  # any centre gives the same distances; the mean keeps the rows small
     peak = (points - centre).abs().max().item()
+    if not math.isfinite(peak): return _euclidean_frame(points.to(torch.float64))   # beyond the float32 range
     return centre, 2.0 ** math.frexp(peak)[1] if peak > 0 else 1.0   # dividing by a power of two is exact
 
 def _ranking_rows(points: torch.Tensor, distance: str, frame: tuple | None = None) -> torch.Tensor:
     "Rows whose inner products rank neighbours, in the points' dtype: unit rows (cosine) or rows centred and scaled by `frame` (euclidean)."
     if distance == "cosine": return _unit_rows(points)
     centre, scale = frame if frame is not None else _euclidean_frame(points)
-    return (points - centre.to(points.dtype)) / scale
+    wider = torch.promote_types(points.dtype, centre.dtype)
+    return (points.to(wider) - centre.to(wider)) / scale
 
 def _neighbour_distances(points: torch.Tensor, neighbours: torch.Tensor, distance: str) -> torch.Tensor:
     "The distance from each point to its first neighbour, in float64, from the differences (exact 0 for duplicates)."
@@ -198,14 +200,14 @@ def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | Non
     device = points.device
     if count == 1: return torch.zeros(1, dtype=torch.long, device=device)
     frame = _euclidean_frame(points) if distance == "euclidean" else None
-    rows = _ranking_rows(points, distance, frame).to(torch.float32)   # (N, D), computed in the points' dtype
+    wide = lambda which: _ranking_rows(points[which].to(torch.float64), distance, frame)   # float64 rows, on demand
+    small = block_size is None and count * count * dim <= _WHOLE_PRODUCT   # then one float64 product decides every row
+    rows = wide(slice(None)) if small else _ranking_rows(points, distance, frame).to(torch.float32)   # (N, D)
     squared = (rows * rows).sum(1)                                    # (N,)
     scale = 1.0 if distance == "cosine" else 4 * squared.max().item() * (1 + 2 * (dim + 4) * _FLOAT32_EPS)
     slack32 = 6 * (dim + 4) * _FLOAT32_EPS * scale                   # > twice the float32 error of a score, + slack64
     slack64 = 4 * (dim + 4) * _FLOAT64_EPS * scale
-    wide = lambda which: _ranking_rows(points[which].to(torch.float64), distance, frame)   # float64 rows, on demand
-    if block_size is None and count * count * dim <= _WHOLE_PRODUCT:  # small: one float64 product decides every row
-        return _whole_rows(wide(slice(None)), torch.arange(count, device=device), distance, slack64)
+    if small: return _whole_rows(rows, torch.arange(count, device=device), distance, slack64)
     on_cpu = device.type == "cpu"
     side = block_size or (512 if on_cpu else 4096)                    # rows per strip
     side = -(-min(side, count) // _RUN) * _RUN

@@ -120,10 +120,18 @@ def test_extreme_magnitudes_keep_their_neighbours(distance):
     generator = np.random.default_rng(12)
     points = (generator.normal(size=(400, 24)) + 3.0).astype(np.float32)
     expected = _brute_force(points, distance)
-    for factor in (2.0**-100, 2.0**-60, 2.0**60, 2.0**100):    # powers of two: every distance scales exactly
+    for factor in (2.0**-100, 2.0**-60, 2.0**60, 2.0**100, 2.0**124):   # powers of two: every distance scales exactly
         for block_size in (None, 64):
             got = first_neighbours(points * np.float32(factor), distance, block_size=block_size)[0].numpy()
             np.testing.assert_array_equal(got, expected, err_msg=f"factor {factor}, block_size={block_size}")
+    # entries up to 2^127.3: finite in float32, but their differences are not (the centring falls back to float64)
+    spread = np.clip(generator.normal(size=(400, 24)), -2.5, 2.5)
+    huge = (spread * 2.0**126).astype(np.float32)
+    with np.errstate(over="ignore"):
+        assert np.isfinite(huge).all() and not np.isfinite(huge.max(0) - huge.min(0)).all()
+    for block_size in (None, 64):
+        got = first_neighbours(huge, distance, block_size=block_size)[0].numpy()
+        np.testing.assert_array_equal(got, _brute_force(huge, distance), err_msg=f"block_size={block_size}")
 
 
 def test_small_input_path_agrees_with_the_screening():
