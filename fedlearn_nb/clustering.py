@@ -210,6 +210,7 @@ def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | Non
     if small: return _whole_rows(rows, torch.arange(count, device=device), distance, slack64)
     on_cpu = device.type == "cpu"
     side = block_size or (512 if on_cpu else 4096)                    # rows per strip
+    if on_cpu and block_size is None and count <= 2 * side: side = count   # one block: fewer screening calls beat half the product
     side = -(-min(side, count) // _RUN) * _RUN
     if distance == "cosine": left = right = rows
     else:  # -|a - b|^2 = <(2a, -|a|^2, -1), (b, 1, |b|^2)>: symmetric scores from one product, no extra pass
