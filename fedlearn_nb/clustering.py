@@ -73,7 +73,7 @@ def _full_precision_matmul():
 def _unit_rows(rows: torch.Tensor) -> torch.Tensor:
     "`rows` divided by their lengths, in their own dtype (zero rows stay zero)."
     if rows.dtype == torch.float32:  # squares of entries beyond 2^(+-50) could overflow or underflow: shrink those rows first
-        peak = rows.abs().amax(1, keepdim=True)
+        peak = torch.linalg.vector_norm(rows, torch.inf, dim=1, keepdim=True)   # max |entry| of each row
         if ((peak > 2.0**50) | ((peak < 2.0**-50) & (peak > 0))).any():
             rows = rows / torch.where(peak > 0, peak, torch.ones_like(peak))
     norms = rows.norm(dim=1, keepdim=True)
@@ -203,7 +203,7 @@ def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | Non
     wide = lambda which: _ranking_rows(points[which].to(torch.float64), distance, frame)   # float64 rows, on demand
     small = block_size is None and count * count * dim <= _WHOLE_PRODUCT   # then one float64 product decides every row
     rows = wide(slice(None)) if small else _ranking_rows(points, distance, frame).to(torch.float32)   # (N, D)
-    squared = (rows * rows).sum(1)                                    # (N,)
+    squared = (rows * rows).sum(1) if distance == "euclidean" else None   # (N,)
     scale = 1.0 if distance == "cosine" else 4 * squared.max().item() * (1 + 2 * (dim + 4) * _FLOAT32_EPS)
     slack32 = 6 * (dim + 4) * _FLOAT32_EPS * scale                   # > twice the float32 error of a score, + slack64
     slack64 = 4 * (dim + 4) * _FLOAT64_EPS * scale
