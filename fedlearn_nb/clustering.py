@@ -11,6 +11,7 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/clustering.html.md"""
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,9 +56,11 @@ def as_points(x, device: str | torch.device | None = None) -> torch.Tensor:
 
 # %% ../nbs/06_clustering.ipynb #b3328a9f
 _FLOAT32_EPS, _FLOAT64_EPS = 2.0**-24, 2.0**-53  # unit round-off
-_RUN = 32                   # scores are screened in runs of this many neighbouring columns (or rows)
+_RUN = 32                   # scores are screened in runs of this many neighbouring columns along a row, and
+_COLUMN_RUN = 8             # of this many rows down a column (a strided read: short runs keep it cheap)
 _RUNS_PER_ROW = 8           # a row with more candidate runs than this in one block (mass ties), or with
 _CANDIDATES_PER_ROW = 256   # more candidates than this in all, is decided from its whole float64 row instead
+_WHOLE_PRODUCT = 2**22      # up to this many multiply-adds (N * N * D), one float64 product decides every row
 
 @contextlib.contextmanager
 def _full_precision_matmul():
@@ -67,21 +70,34 @@ def _full_precision_matmul():
     try: yield
     finally: torch.set_float32_matmul_precision(previous)
 
-def _ranking_rows(points: torch.Tensor, distance: str) -> torch.Tensor:
-    "Float64 rows whose inner products rank neighbours: unit rows (cosine) or centred, rescaled rows (euclidean)."
-    rows = points.to(torch.float64)                                   # (N, D)
-    if distance == "cosine":
-        norms = rows.norm(dim=1, keepdim=True)
-        return rows / torch.where(norms > 0, norms, torch.ones_like(norms))  # zero rows stay zero
-    rows = rows - rows.mean(0, keepdim=True)  # distances do not change under a shift or a common scale
-    scale = rows.abs().max()
-    return rows / scale if scale > 0 else rows
+def _unit_rows(rows: torch.Tensor) -> torch.Tensor:
+    "`rows` divided by their lengths, in their own dtype (zero rows stay zero)."
+    if rows.dtype == torch.float32:  # squares of entries beyond 2^(+-50) could overflow or underflow: shrink those rows first
+        peak = torch.linalg.vector_norm(rows, torch.inf, dim=1, keepdim=True)   # max |entry| of each row
+        if ((peak > 2.0**50) | ((peak < 2.0**-50) & (peak > 0))).any():
+            rows = rows / torch.where(peak > 0, peak, torch.ones_like(peak))
+    norms = rows.norm(dim=1, keepdim=True)
+    return rows / torch.where(norms > 0, norms, torch.ones_like(norms))
+
+def _euclidean_frame(points: torch.Tensor) -> tuple[torch.Tensor, float]:
+    "A centre (D,) and a power of two that bring the points within [-1, 1]: distances change only by that common scale."
+    centre = points.mean(0)                  # any centre gives the same distances; the mean keeps the rows small
+    peak = (points - centre).abs().max().item()
+    if not math.isfinite(peak): return _euclidean_frame(points.to(torch.float64))   # beyond the float32 range
+    return centre, 2.0 ** math.frexp(peak)[1] if peak > 0 else 1.0   # dividing by a power of two is exact
+
+def _ranking_rows(points: torch.Tensor, distance: str, frame: tuple | None = None) -> torch.Tensor:
+    "Rows whose inner products rank neighbours, in the points' dtype: unit rows (cosine) or rows centred and scaled by `frame` (euclidean)."
+    if distance == "cosine": return _unit_rows(points)
+    centre, scale = frame if frame is not None else _euclidean_frame(points)
+    wider = torch.promote_types(points.dtype, centre.dtype)
+    return (points.to(wider) - centre.to(wider)) / scale
 
 def _neighbour_distances(points: torch.Tensor, neighbours: torch.Tensor, distance: str) -> torch.Tensor:
     "The distance from each point to its first neighbour, in float64, from the differences (exact 0 for duplicates)."
     rows, others = points.to(torch.float64), points[neighbours].to(torch.float64)
     if distance == "euclidean": return (rows - others).norm(dim=1)
-    unit, unit_others = _ranking_rows(rows, "cosine"), _ranking_rows(others, "cosine")
+    unit, unit_others = _unit_rows(rows), _unit_rows(others)
     difference = unit - unit_others
     half_chord = 0.5 * (difference * difference).sum(1)              # = 1 - cos for unit vectors
     has_zero = (unit.abs().sum(1) == 0) | (unit_others.abs().sum(1) == 0)
@@ -89,44 +105,55 @@ def _neighbour_distances(points: torch.Tensor, neighbours: torch.Tensor, distanc
 
 class _Screen:
     "Every row's running best float32 score, and the (row, column, score) candidates that came within `slack` of it."
-    def __init__(self, count: int, slack: float, device: torch.device):
-        self.best = torch.full((count,), -torch.inf, device=device)
-        self.recorded = torch.zeros(count, dtype=torch.long, device=device)   # candidates so far, per row
+    def __init__(self, count: int, padded: int, slack: float, device: torch.device):
+        self.best = torch.full((padded,), -torch.inf, device=device)
+        self.best[count:] = torch.inf                                  # padding rows never take candidates
+        self.recorded = torch.zeros(padded, dtype=torch.long, device=device)   # candidates so far, per row
         self.count, self.slack, self.found = count, slack, []
+
+    def give_up(self, rows: torch.Tensor):
+        "Stop collecting for `rows` (mass ties): their best becomes +inf, and they are decided from whole float64 rows."
+        self.recorded[rows] = _CANDIDATES_PER_ROW + 1
+        self.best[rows] = torch.inf
 
     def screen(self, scores: torch.Tensor, row_start: int, column_start: int, by_column: bool = False):
         "Screen an (R, C) block (entry i, j scores point row_start + i against column_start + j) for its rows or columns."
         height, width = scores.shape                                   # both multiples of _RUN
         if by_column:   # the block's transpose serves its columns: maxima of runs of rows, (R/run, C)
-            runs = scores.view(height // _RUN, _RUN, width).amax(1)
+            grid = scores.view(height // _COLUMN_RUN, _COLUMN_RUN, width)
+            runs = grid.amax(1)
             maxima, start = runs.amax(0), column_start
         else:           # maxima of runs of columns, (R, C/run)
-            runs = scores.view(height, width // _RUN, _RUN).amax(2)
+            grid = scores.view(height, width // _RUN, _RUN)
+            runs = grid.amax(2)
             maxima, start = runs.amax(1), row_start
-        owners = min(len(maxima), self.count - start)                  # the points these maxima belong to (no padding)
-        best, recorded = self.best[start:start + owners], self.recorded[start:start + owners]
-        torch.maximum(best, maxima[:owners], out=best)
-        threshold = torch.where(recorded > _CANDIDATES_PER_ROW, torch.inf, best - self.slack)  # overflowed: no more
-        threshold = torch.cat([threshold, threshold.new_full((len(maxima) - owners,), torch.inf)])
-        if by_column: run, owner = (runs >= threshold).nonzero(as_tuple=True)
-        else: owner, run = (runs >= threshold[:, None]).nonzero(as_tuple=True)
-        crowded = torch.bincount(owner, minlength=owners) > _RUNS_PER_ROW      # mass ties: give up on these
-        if crowded.any():
-            recorded[crowded] = _CANDIDATES_PER_ROW + 1
-            keep = ~crowded[owner]
-            owner, run = owner[keep], run[keep]
+        best = self.best[start:start + len(maxima)]
+        torch.maximum(best, maxima, out=best)
+        threshold = best - self.slack
+        live = (maxima >= threshold).nonzero().squeeze(1)             # the points with a candidate in this block
+        if len(live) == 0: return
+        if by_column: run, owner = (runs[:, live] >= threshold[live]).nonzero(as_tuple=True)
+        else: owner, run = (runs[live] >= threshold[live, None]).nonzero(as_tuple=True)
+        owner = live[owner]
+        if len(owner) > _RUNS_PER_ROW:
+            crowded = torch.bincount(owner, minlength=len(maxima)) > _RUNS_PER_ROW   # mass ties: give up on these
+            if crowded.any():
+                self.give_up(start + crowded.nonzero().squeeze(1))
+                keep = ~crowded[owner]
+                owner, run = owner[keep], run[keep]
         if len(owner) == 0: return
-        if by_column: blocks = scores.view(height // _RUN, _RUN, width)[run, :, owner]   # (m, run)
-        else: blocks = scores.view(height, width // _RUN, _RUN)[owner, run]            # (m, run)
+        blocks = grid[run, :, owner] if by_column else grid[owner, run]   # (m, run)
         which, offset = (blocks >= threshold[owner][:, None]).nonzero(as_tuple=True)
-        values, owner, partner = blocks[which, offset], owner[which] + start, run[which] * _RUN + offset
+        values, owner, partner = blocks[which, offset], owner[which] + start, run[which] * blocks.shape[1] + offset
         partner += row_start if by_column else column_start
         self.recorded.index_add_(0, owner, torch.ones_like(owner))
         self.found.append((owner, partner, values))
+        full = self.recorded[owner] > _CANDIDATES_PER_ROW
+        if full.any(): self.give_up(owner[full])
 
     def candidates(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         "The (row, column) pairs within `slack` of the row's final best, and a mask of the rows that overflowed."
-        overflow = self.recorded > _CANDIDATES_PER_ROW
+        overflow = self.recorded[:self.count] > _CANDIDATES_PER_ROW
         if not self.found: return overflow.nonzero()[:0, 0], overflow.nonzero()[:0, 0], overflow
         rows, columns, values = (torch.cat(parts) for parts in zip(*self.found))
         keep = (values >= self.best[rows] - self.slack) & ~overflow[rows]
@@ -142,10 +169,11 @@ def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, stri
     padded = -(-count // side) * side                                 # whole blocks; padding scores are -inf
     left, right = _pad_rows(left, padded), (_pad_rows(right, padded) if right is not left else None)
     right = left if right is None else right
-    screen = _Screen(count, slack, left.device)
+    screen = _Screen(count, padded, slack, left.device)
     strip_width = max(side, strip_width // side * side)
     buffer = torch.empty(side * min(padded, strip_width), device=left.device)
-    for first in range(0, padded, side):      # rows first..first+side against every column from `first` on
+    for first in reversed(range(0, padded, side)):   # rows first..first+side against every column from `first` on;
+        # last strip first: the later points have screened their own rows before their columns are read (strided, costly)
         for start in range(first, padded, strip_width):
             stop = min(start + strip_width, padded)
             scores = torch.mm(left[first:first + side], right[start:stop].T,
@@ -158,24 +186,36 @@ def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, stri
             if stop - start > skip: screen.screen(scores[:, skip:], first, start + skip, by_column=True)
     return screen.candidates()
 
+def _whole_rows(rows: torch.Tensor, chunk: torch.Tensor, distance: str, slack: float) -> torch.Tensor:
+    "The first neighbours of the points `chunk` from their whole float64 rows of scores: the best, ties to the lowest index."
+    products = rows[chunk] @ rows.T                                   # (b, N)
+    scores = products if distance == "cosine" else products.mul_(2).sub_((rows * rows).sum(1))
+    scores[torch.arange(len(chunk), device=rows.device), chunk] = -torch.inf
+    tied = scores >= scores.max(1, keepdim=True).values - slack
+    return torch.where(tied, torch.arange(len(rows), device=rows.device), len(rows)).amin(1)
+
 def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None) -> torch.Tensor:
     "The first neighbours (N,) of checked (N, D) `points`: float32 screening, float64 decision of the close calls."
     count, dim = points.shape
     device = points.device
     if count == 1: return torch.zeros(1, dtype=torch.long, device=device)
+    frame = _euclidean_frame(points) if distance == "euclidean" else None
+    wide = lambda which: _ranking_rows(points[which].to(torch.float64), distance, frame)   # float64 rows, on demand
+    small = block_size is None and count * count * dim <= _WHOLE_PRODUCT   # then one float64 product decides every row
+    rows = wide(slice(None)) if small else _ranking_rows(points, distance, frame).to(torch.float32)   # (N, D)
+    squared = (rows * rows).sum(1) if distance == "euclidean" else None   # (N,)
+    scale = 1.0 if distance == "cosine" else 4 * squared.max().item() * (1 + 2 * (dim + 4) * _FLOAT32_EPS)
+    slack32 = 6 * (dim + 4) * _FLOAT32_EPS * scale                   # > twice the float32 error of a score, + slack64
+    slack64 = 4 * (dim + 4) * _FLOAT64_EPS * scale
+    if small: return _whole_rows(rows, torch.arange(count, device=device), distance, slack64)
     on_cpu = device.type == "cpu"
     side = block_size or (512 if on_cpu else 4096)                    # rows per strip
+    if on_cpu and block_size is None and count <= 2 * side: side = count   # one block: fewer screening calls beat half the product
     side = -(-min(side, count) // _RUN) * _RUN
-    rows = _ranking_rows(points, distance)                            # (N, D) float64
-    squared = (rows * rows).sum(1)                                    # (N,)
-    scale = 1.0 if distance == "cosine" else 4 * squared.max().item()
-    slack32 = 4 * (dim + 4) * _FLOAT32_EPS * scale                   # > twice the float32 error of a score, + slack64
-    slack64 = 4 * (dim + 4) * _FLOAT64_EPS * scale
-    if distance == "cosine": left = right = rows.to(torch.float32)
+    if distance == "cosine": left = right = rows
     else:  # -|a - b|^2 = <(2a, -|a|^2, -1), (b, 1, |b|^2)>: symmetric scores from one product, no extra pass
-        left, right = rows.new_empty(count, dim + 2, dtype=torch.float32), rows.new_empty(count, dim + 2, dtype=torch.float32)
-        left[:, :dim], left[:, dim], left[:, dim + 1] = 2 * rows, -squared, -1.0                # (N, D + 2)
-        right[:, :dim], right[:, dim], right[:, dim + 1] = rows, 1.0, squared
+        left = torch.cat([2 * rows, -squared[:, None], -torch.ones_like(squared)[:, None]], 1)        # (N, D + 2)
+        right = torch.cat([rows, torch.ones_like(squared)[:, None], squared[:, None]], 1)
     with _full_precision_matmul():
         pair_rows, pair_columns, overflow = _float32_candidates(left, right, side, 4096 if on_cpu else 16384, slack32)
     tallies = torch.bincount(pair_rows, minlength=count)               # candidates per row: 1 = decided in float32
@@ -183,19 +223,17 @@ def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | Non
     close = (tallies > 1)[pair_rows]
     if close.any():   # float64 scores of the few candidate pairs; lowest index among those tied with the best
         a, b = pair_rows[close], pair_columns[close]
-        products = (rows[a] * rows[b]).sum(1)
-        scores = products if distance == "cosine" else 2 * products - squared[b]      # 2<a, b> - |b|^2 ranks b for a
+        rows_a, rows_b = wide(a), wide(b)
+        products = (rows_a * rows_b).sum(1)
+        scores = products if distance == "cosine" else 2 * products - (rows_b * rows_b).sum(1)   # 2<a, b> - |b|^2 ranks b for a
         top = torch.full((count,), -torch.inf, dtype=torch.float64, device=device).scatter_reduce_(0, a, scores, "amax")
         tied = scores >= top[a] - slack64
         lowest = torch.full((count,), count, device=device).scatter_reduce_(0, a[tied], b[tied], "amin")
         neighbours = torch.where(tallies > 1, lowest, neighbours)
-    columns = torch.arange(count, device=device)
-    for chunk in overflow.nonzero().squeeze(1).split(max(1, 2**24 // count)):  # mass ties: whole float64 rows
-        products = rows[chunk] @ rows.T                               # (b, N)
-        scores = products if distance == "cosine" else products.mul_(2).sub_(squared)
-        scores[torch.arange(len(chunk), device=device), chunk] = -torch.inf
-        tied = scores >= scores.max(1, keepdim=True).values - slack64
-        neighbours[chunk] = torch.where(tied, columns, count).amin(1)
+    if overflow.any():  # mass ties: whole float64 rows
+        every = wide(slice(None))
+        for chunk in overflow.nonzero().squeeze(1).split(max(1, 2**24 // count)):
+            neighbours[chunk] = _whole_rows(every, chunk, distance, slack64)
     return neighbours
 
 def first_neighbours(x, distance: str = "cosine", block_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -83,6 +83,68 @@ def test_mass_ties_fall_back_to_whole_rows(distance):
         assert neighbours[copies[0]] == copies[1] and (neighbours[copies[1:]] == copies[0]).all()
 
 
+def _brute_force(points, distance):
+    "First neighbours from the whole float64 distance matrix (argmin: the lowest index among exact ties)."
+    points = points.astype(np.float64)
+    if distance == "cosine":
+        norms = np.linalg.norm(points, axis=1, keepdims=True)
+        unit = points / np.where(norms > 0, norms, 1)
+        full = 1 - unit @ unit.T
+    else: full = ((points[:, None] - points[None]) ** 2).sum(-1)
+    np.fill_diagonal(full, np.inf)
+    return full.argmin(1)
+
+
+@pytest.mark.parametrize("distance", DISTANCES)
+def test_first_neighbours_match_brute_force_across_sizes(distance):
+    "Random gaussian, uniform and ReLU-blob inputs on both sides of the small-input threshold, every block layout."
+    generator = np.random.default_rng(11)
+    for count, dim in ((2, 1), (5, 3), (150, 64), (181, 128), (300, 7), (700, 200), (1100, 16)):
+        for kind in ("gaussian", "uniform", "blobs"):
+            if kind == "gaussian": points = generator.normal(size=(count, dim)) + 2.0 * generator.normal(size=(1, dim))
+            elif kind == "uniform": points = generator.random((count, dim))
+            else:
+                centres = generator.normal(size=(max(2, count // 50), dim))
+                points = np.maximum(centres[generator.integers(0, len(centres), count)] + 0.5 * generator.normal(size=(count, dim)), 0)
+                points[:, 0] += 1.0                              # no zero rows: their cosine ties are a separate rule
+            points = points.astype(np.float32)
+            expected = _brute_force(points, distance)
+            for block_size in (None, 32, 512):
+                got = first_neighbours(points, distance, block_size=block_size)[0].numpy()
+                np.testing.assert_array_equal(got, expected, err_msg=f"{count}x{dim} {kind} block_size={block_size}")
+
+
+@pytest.mark.parametrize("distance", DISTANCES)
+def test_extreme_magnitudes_keep_their_neighbours(distance):
+    "Float32 rows near the ends of the float32 range (squares would overflow or underflow) find the same neighbours."
+    generator = np.random.default_rng(12)
+    points = (generator.normal(size=(400, 24)) + 3.0).astype(np.float32)
+    expected = _brute_force(points, distance)
+    for factor in (2.0**-100, 2.0**-60, 2.0**60, 2.0**100, 2.0**124):   # powers of two: every distance scales exactly
+        for block_size in (None, 64):
+            got = first_neighbours(points * np.float32(factor), distance, block_size=block_size)[0].numpy()
+            np.testing.assert_array_equal(got, expected, err_msg=f"factor {factor}, block_size={block_size}")
+    # entries up to 2^127.3: finite in float32, but their differences are not (the centring falls back to float64)
+    spread = np.clip(generator.normal(size=(400, 24)), -2.5, 2.5)
+    huge = (spread * 2.0**126).astype(np.float32)
+    with np.errstate(over="ignore"):
+        assert np.isfinite(huge).all() and not np.isfinite(huge.max(0) - huge.min(0)).all()
+    for block_size in (None, 64):
+        got = first_neighbours(huge, distance, block_size=block_size)[0].numpy()
+        np.testing.assert_array_equal(got, _brute_force(huge, distance), err_msg=f"block_size={block_size}")
+
+
+def test_small_input_path_agrees_with_the_screening():
+    "Below the small-input threshold one float64 product decides; the strips give the same neighbours, ties included."
+    generator = np.random.default_rng(13)
+    points = generator.normal(size=(160, 20)).astype(np.float32)
+    points[[40, 90, 150]] = points[7]                             # exact ties: the lowest-index copy wins
+    for distance in DISTANCES:
+        direct = first_neighbours(points, distance)[0]
+        assert torch.equal(direct, first_neighbours(points, distance, block_size=32)[0])
+        assert direct[7].item() == 40 and direct[40].item() == 7 and direct[150].item() == 7
+
+
 def test_first_neighbour_clusters_match_scipy():
     generator = np.random.default_rng(9)
     for count in (1, 2, 3, 50, 3000):
