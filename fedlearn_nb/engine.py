@@ -873,6 +873,16 @@ def run_in_workers(task: Callable[[int], Any], count: int, workers: int, names: 
         shutil.rmtree(folder, ignore_errors=True)
     return results
 
+def _as_the_loop_leaves_it(algorithm: Algorithm, instructions: Sequence[tuple[Client, Any]], results: Sequence[tuple]) -> list[tuple[Client, Any]]:
+    "(client, result) in order from the workers' `(result, state or None, end)`s; the clients' changed states taken back, and the working model (and torch's generator, when `end` carries it) left as the loop leaves them."
+    for (client, _), (_, state, _) in zip(instructions, results):
+        if state is not None and state is not client.state: client.state.clear(); client.state.update(state)  # (this process's share: in place)
+    parameters, is_training, *generator = results[-1][2]   # what the last client's update or evaluation left
+    set_parameters(algorithm.model, parameters); algorithm.model.train(is_training)
+    if generator: torch.set_rng_state(generator[0])
+    algorithm._eval_loaded = None
+    return [(client, result) for (client, _), (result, _, _) in zip(instructions, results)]
+
 def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
                            workers: int = 2) -> list[tuple[Client, FitRes]]:
     "Every instructed client's update, computed as the sequential loop does, in `workers` forked processes: (client, FitRes) in order."
@@ -884,13 +894,8 @@ def fit_clients_in_workers(algorithm: Algorithm, round: int, instructions: Seque
         result = _without_global_draws(algorithm, "client update", lambda: algorithm.client_fit(client, ins))
         end = (get_parameters(algorithm.model), algorithm.model.training, torch.get_rng_state()) if index == last else None
         return result, client.state, end
-    results = run_in_workers(update, len(instructions), workers, [f"client {client.id}" for client, _ in instructions])
-    for (client, _), (_, state, _) in zip(instructions, results):
-        if state is not client.state: client.state.clear(); client.state.update(state)
-    parameters, is_training, generator_state = results[-1][2]  # leave the working model and torch's generator as the loop leaves them
-    set_parameters(algorithm.model, parameters); algorithm.model.train(is_training); torch.set_rng_state(generator_state)
-    algorithm._eval_loaded = None
-    return [(client, result) for (client, _), (result, _, _) in zip(instructions, results)]
+    return _as_the_loop_leaves_it(algorithm, instructions, run_in_workers(update, len(instructions), workers,
+                                                                          [f"client {client.id}" for client, _ in instructions]))
 
 def _marks(value: Any) -> Any:
     "What changes when a client's state is changed: tensors' identities and in-place versions, containers' contents, other leaves' identities (and values, for numbers and strings)."
@@ -913,13 +918,8 @@ def evaluate_clients(algorithm: Algorithm, round: int, instructions: Sequence[tu
         result = _without_global_draws(algorithm, "client evaluation", lambda: algorithm.client_evaluate(client, ins), torch_too=True)
         end = (get_parameters(algorithm.model), algorithm.model.training) if index == last else None
         return result, (client.state if _marks(client.state) != before else None), end
-    results = run_in_workers(evaluate, len(instructions), workers, [f"client {client.id}" for client, _ in instructions])
-    for (client, _), (_, state, _) in zip(instructions, results):
-        if state is not None and state is not client.state: client.state.clear(); client.state.update(state)  # (this process's share: in place)
-    parameters, is_training = results[-1][2]  # the working model as the loop leaves it: as the last client's evaluation left it
-    set_parameters(algorithm.model, parameters); algorithm.model.train(is_training)
-    algorithm._eval_loaded = None
-    return [(client, result) for (client, _), (result, _, _) in zip(instructions, results)]
+    return _as_the_loop_leaves_it(algorithm, instructions, run_in_workers(evaluate, len(instructions), workers,
+                                                                          [f"client {client.id}" for client, _ in instructions]))
 
 
 # %% ../nbs/11_engine.ipynb #2df21ccf
