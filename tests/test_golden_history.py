@@ -5,11 +5,21 @@ before the code was reorganised; a change that alters any of them changes what a
 *meant* to alter a result re-records that algorithm's history in a commit of its own that says why:
 
     python tests/test_golden_history.py --record fedavg,moon      # or --record all
+
+The same code on another processor can round differently (the kernels torch picks depend on the instruction set:
+AVX2 or AVX-512, Intel or AMD), and Adam's normalised steps or a discrete choice (a cluster count, an argmax) can turn
+that last-bit rounding into a different history. So a processor whose rounding differs from the default recording's
+keeps its own recording in `tests/golden/platforms/<platform>.json`, used instead of the default on that processor:
+
+    python tests/test_golden_history.py --record-platform all     # record this processor's histories (from code whose
+                                                                  # default histories pass elsewhere: never to hide a change)
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -19,6 +29,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "histories.json"
+PLATFORMS = ROOT / "tests" / "golden" / "platforms"          # per-processor recordings (see the module's docstring)
 RECORDED_WITH = ROOT / "tests" / "golden" / "versions.json"   # the torch build the histories were recorded with
 # relative tolerance on floats: the same code on the same torch is bit-identical; the slack only absorbs a different
 # BLAS/torch build summing in another order (a reorganisation that changes *what* is computed moves far more than this)
@@ -88,13 +99,45 @@ def compare(recorded: list[dict], got: list[dict]) -> list[str]:
     return problems
 
 
-GOLDEN_HISTORIES = json.loads(GOLDEN.read_text()) if GOLDEN.is_file() else {}
+def platform() -> dict:
+    "What decides torch's CPU rounding here: its build, the instruction set its kernels use, the processor's vendor and vector extensions."
+    flags, vendor = set(), "unknown"
+    info = Path("/proc/cpuinfo")
+    if info.is_file():
+        for line in info.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "vendor_id": vendor = value.strip()
+            if key.strip() == "flags": flags = set(value.split()); break
+    extensions = sorted(f for f in flags if f.startswith(("avx", "amx", "fma")))
+    return {"torch": torch.__version__, "capability": torch.backends.cpu.get_cpu_capability(), "vendor": vendor, "extensions": extensions}
+
+
+def platform_file(described: dict | None = None) -> Path:
+    "The recording of the platform `described` (default: this one): its name spells the build, vendor and instruction set, and a digest of the extensions."
+    described = described or platform()
+    digest = hashlib.sha256(" ".join(described["extensions"]).encode()).hexdigest()[:8]
+    name = f"torch{described['torch']}-{described['vendor']}-{described['capability']}-{digest}".replace("+", "_")
+    return PLATFORMS / f"{name}.json"
+
+
+def load_golden() -> tuple[dict, str]:
+    "The histories to compare with on this platform (its own recording if there is one, else the default) and where they come from."
+    own = platform_file()
+    if own.is_file(): return json.loads(own.read_text())["histories"], str(own.relative_to(ROOT))
+    return (json.loads(GOLDEN.read_text()) if GOLDEN.is_file() else {}), str(GOLDEN.relative_to(ROOT))
+
+
+GOLDEN_HISTORIES, GOLDEN_SOURCE = load_golden()
 
 
 def torch_note() -> str:
     "A hint when the running torch differs from the one the histories were recorded with (empty when it is the same)."
+    if GOLDEN_SOURCE != str(GOLDEN.relative_to(ROOT)): return f"\n(compared with this processor's recording {GOLDEN_SOURCE})"
     recorded = json.loads(RECORDED_WITH.read_text()).get("torch") if RECORDED_WITH.is_file() else None
-    if recorded in (None, torch.__version__): return ""
+    if recorded in (None, torch.__version__):
+        return (f"\n(compared with the default recording; this processor ({platform()['vendor']}, {platform()['capability']}) has none of its "
+                f"own. If the code is not the cause (check out the last commit whose CI passed and run this test there), record "
+                f"this processor's histories from that commit: python tests/test_golden_history.py --record-platform all)")
     return (f"\n(recorded with torch {recorded}, running torch {torch.__version__}: another torch build sums in another "
             "order, and a method with discrete steps, such as a sign-gradient attack or a cluster count, can turn that "
             "rounding into a different result; re-record only after checking that the code is not the cause)")
@@ -108,6 +151,14 @@ def test_every_registered_algorithm_has_a_golden_history():
 def test_history_is_unchanged(name):
     problems = compare(GOLDEN_HISTORIES[name], record_history(name))
     assert not problems, f"{name}'s history changed:\n" + "\n".join(problems[:20]) + torch_note()
+
+
+def test_platform_recordings_are_complete_and_named_for_their_platform():
+    for path in sorted(PLATFORMS.glob("*.json")):
+        recording = json.loads(path.read_text())
+        assert platform_file(recording["platform"]).name == path.name, f"{path.name} holds the recording of another platform"
+        assert sorted(recording["histories"]) == registered_algorithms(), f"{path.name}: record every algorithm (--record-platform all)"
+        assert recording["recorded_from"], f"{path.name}: say which commit the histories were recorded from"
 
 
 def test_compare_sees_a_changed_metric():
@@ -124,13 +175,26 @@ def test_compare_sees_a_changed_metric():
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "--record":
-        sys.exit("usage: python tests/test_golden_history.py --record all|NAME[,NAME...]")
+    if len(sys.argv) != 3 or sys.argv[1] not in ("--record", "--record-platform"):
+        sys.exit("usage: python tests/test_golden_history.py --record|--record-platform all|NAME[,NAME...]")
     names = registered_algorithms() if sys.argv[2] == "all" else sys.argv[2].split(",")
-    histories = dict(GOLDEN_HISTORIES)
+    own = platform_file()
+    if sys.argv[1] == "--record-platform":
+        histories = json.loads(own.read_text())["histories"] if own.is_file() else {}
+    else:
+        histories = json.loads(GOLDEN.read_text()) if GOLDEN.is_file() else {}
     for name in names:
         histories[name] = record_history(name)
         print(f"recorded {name}: {len(histories[name])} rounds")
-    GOLDEN.parent.mkdir(parents=True, exist_ok=True)
-    GOLDEN.write_text(json.dumps(dict(sorted(histories.items())), indent=1, sort_keys=True) + "\n")
-    RECORDED_WITH.write_text(json.dumps({"torch": torch.__version__}) + "\n")
+    histories = dict(sorted(histories.items()))
+    if sys.argv[1] == "--record-platform":
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+        own.parent.mkdir(parents=True, exist_ok=True)
+        own.write_text(json.dumps({"platform": platform(), "recorded_from": commit + (" (with uncommitted changes)" if dirty else ""),
+                                   "histories": histories}, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {own.relative_to(ROOT)}")
+    else:
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(json.dumps(histories, indent=1, sort_keys=True) + "\n")
+        RECORDED_WITH.write_text(json.dumps({"torch": torch.__version__}) + "\n")
