@@ -36,13 +36,13 @@ from .federation import Client, FederatedData, build_federation, derive_seed
 # %% auto #0
 __all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPOINT_NAME', 'ALGORITHMS', 'ALGORITHM_ENTRY_POINTS',
            'DATA_SPLITS', 'BACKENDS', 'BACKEND_ENTRY_POINTS', 'FitIns', 'FitRes', 'EvaluateIns', 'EvaluateRes',
-           'message_bytes', 'get_parameters', 'set_parameters', 'weighted_average', 'batch_indices', 'LocalTraining',
-           'evaluate_model', 'extract_features', 'batchnorm_keys', 'Algorithm', 'make_evaluate_res', 'keep_personal',
-           'PersonalModels', 'summarize_evaluation', 'disconnected_clients', 'select_clients', 'round_half_up',
-           'History', 'batching_obstacles', 'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients',
-           'worker_obstacles', 'ClientUpdateError', 'run_in_workers', 'fit_clients_in_workers', 'evaluate_clients',
-           'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round',
-           'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig', 'build_federated_data',
+           'message_bytes', 'get_parameters', 'set_parameters', 'set_training', 'weighted_average', 'batch_indices',
+           'LocalTraining', 'evaluate_model', 'extract_features', 'batchnorm_keys', 'Algorithm', 'make_evaluate_res',
+           'keep_personal', 'PersonalModels', 'summarize_evaluation', 'disconnected_clients', 'select_clients',
+           'round_half_up', 'History', 'batching_obstacles', 'batched_loss_step', 'seed_torch', 'fit_clients_batched',
+           'fit_clients', 'worker_obstacles', 'ClientUpdateError', 'run_in_workers', 'fit_clients_in_workers',
+           'evaluate_clients', 'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint', 'run_experiment',
+           'run_round', 'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig', 'build_federated_data',
            'build_model_for', 'build_algorithm', 'run_folder', 'register_backend', 'get_backend', 'run']
 
 # %% ../nbs/11_engine.ipynb #5c37ce6d
@@ -86,19 +86,28 @@ def message_bytes(message: FitIns | FitRes | EvaluateIns) -> int:
 # %% ../nbs/11_engine.ipynb #16d39954
 def get_parameters(model: nn.Module, keys: Iterable[str] | None = None) -> Parameters:
     "A detached copy of `model`'s state dict (parameters and buffers), restricted to `keys` if given."
-    state = model.state_dict()
+    state = model.state_dict(keep_vars=True)  # the tensors themselves: no detached views to build, one copy each below
     names = list(state) if keys is None else list(keys)
     return {k: state[k].detach().clone() for k in names}
 
 def set_parameters(model: nn.Module, parameters: Mapping[str, torch.Tensor]) -> None:
     "Copy `parameters` (any subset of the state dict) into `model` in place."
     if not parameters: return
-    state = model.state_dict()
+    state = model.state_dict(keep_vars=True)  # the model's own tensors, written in place under no_grad
     unknown = [k for k in parameters if k not in state]
     if unknown: raise KeyError(f"parameters {unknown[:5]} are not in the model (it has {list(state)[:5]}...); was it built for another model?")
     targets = [state[k] for k in parameters]
     sources = [v.to(device=t.device, dtype=t.dtype) for t, v in zip(targets, parameters.values())]
     with torch.no_grad(): torch._foreach_copy_(targets, sources)
+
+_MODULE_TRAIN = nn.Module.train
+
+def set_training(model: nn.Module, mode: bool = True) -> nn.Module:
+    "`model.train(mode)` in one pass: the flag set on every module directly, unless a module changes what `train` does."
+    modules = list(model.modules())
+    if any(type(module).train is not _MODULE_TRAIN for module in modules): return model.train(mode)
+    for module in modules: module.__dict__["training"] = mode  # what nn.Module.train stores, without a call and __setattr__ per module
+    return model
 
 def weighted_average(parameters: Sequence[Mapping[str, torch.Tensor]], weights: Sequence[float]) -> Parameters:
     "The weighted average $\\sum_k w_k \\theta_k / \\sum_k w_k$ of several parameter dicts with the same keys."
@@ -177,22 +186,22 @@ class LocalTraining:
 def evaluate_model(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1024) -> dict:
     "Summed cross-entropy, number correct and number of examples of `model` on (x, y), in eval mode without gradients."
     was_training = model.training
-    model.eval()
+    set_training(model, False)
     loss, correct = torch.zeros((), device=x.device, dtype=torch.float64), torch.zeros((), device=x.device, dtype=torch.long)
     with torch.no_grad():
         for start in range(0, len(y), batch_size):
             logits = model(x[start:start + batch_size]); target = y[start:start + batch_size]
             loss += F.cross_entropy(logits, target, reduction="sum").double()
             correct += (logits.argmax(1) == target).sum()
-    model.train(was_training)
+    set_training(model, was_training)
     return {"loss": loss.item(), "correct": int(correct.item()), "num_examples": len(y)}
 
 def extract_features(model: nn.Module, x: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
     "`model.features(x)` in eval mode without gradients, in batches: (N, D)."
     was_training = model.training
-    model.eval()
+    set_training(model, False)
     with torch.no_grad(): out = torch.cat([model.features(x[s:s + batch_size]) for s in range(0, len(x), batch_size)]) if len(x) else torch.zeros(0, model.feature_dim, device=x.device)
-    model.train(was_training)
+    set_training(model, was_training)
     return out
 
 # %% ../nbs/11_engine.ipynb #0c1c5c51
@@ -364,7 +373,7 @@ def train_local(self: Algorithm, client: Client, model: nn.Module, context: dict
     "The one local-training loop: `step` on every batch of augmented images and their targets; the mean training loss."
     targets = self.targets(client, model, context)
     optimizer = self.make_optimizer(model.parameters() if parameters is None else parameters, context)
-    model.train()
+    set_training(model)
     total, count = torch.zeros((), device=self.device), 0
     for index in self.batches(client, context["generator"], epochs):
         index = index.to(self.device)
@@ -680,7 +689,7 @@ def fit_clients_batched(algorithm: Algorithm, round: int, instructions: Sequence
     order = sorted(range(len(plans)), key=lambda i: -len(plans[i][2]))     # most steps first (stable)
     size = group_size or max(1, BATCHED_SAMPLES_PER_STEP // training.batch_size)
     step, results = batched_loss_step(algorithm.model), [None] * len(plans)
-    algorithm.model.train()
+    set_training(algorithm.model)
     with torch.enable_grad():
         for start in range(0, len(order), size):
             chosen = order[start:start + size]
@@ -878,7 +887,7 @@ def _as_the_loop_leaves_it(algorithm: Algorithm, instructions: Sequence[tuple[Cl
     for (client, _), (_, state, _) in zip(instructions, results):
         if state is not None and state is not client.state: client.state.clear(); client.state.update(state)  # (this process's share: in place)
     parameters, is_training, *generator = results[-1][2]   # what the last client's update or evaluation left
-    set_parameters(algorithm.model, parameters); algorithm.model.train(is_training)
+    set_parameters(algorithm.model, parameters); set_training(algorithm.model, is_training)
     if generator: torch.set_rng_state(generator[0])
     algorithm._eval_loaded = None
     return [(client, result) for (client, _), (result, _, _) in zip(instructions, results)]
