@@ -34,15 +34,16 @@ from .metrics import payload_bytes
 from .federation import Client, FederatedData, build_federation, derive_seed
 
 # %% auto #0
-__all__ = ['Parameters', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPOINT_NAME', 'ALGORITHMS', 'ALGORITHM_ENTRY_POINTS',
-           'DATA_SPLITS', 'BACKENDS', 'BACKEND_ENTRY_POINTS', 'FitIns', 'FitRes', 'EvaluateIns', 'EvaluateRes',
-           'message_bytes', 'get_parameters', 'set_parameters', 'set_training', 'weighted_average', 'batch_indices',
-           'LocalTraining', 'evaluate_model', 'extract_features', 'batchnorm_keys', 'Algorithm', 'make_evaluate_res',
-           'keep_personal', 'PersonalModels', 'summarize_evaluation', 'disconnected_clients', 'select_clients',
-           'round_half_up', 'History', 'batching_obstacles', 'batched_loss_step', 'seed_torch', 'fit_clients_batched',
-           'fit_clients', 'worker_obstacles', 'ClientUpdateError', 'run_in_workers', 'fit_clients_in_workers',
-           'evaluate_clients', 'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint', 'run_experiment',
-           'run_round', 'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig', 'build_federated_data',
+__all__ = ['Parameters', 'CPU_FORWARD_ROWS', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPOINT_NAME', 'ALGORITHMS',
+           'ALGORITHM_ENTRY_POINTS', 'DATA_SPLITS', 'BACKENDS', 'BACKEND_ENTRY_POINTS', 'FitIns', 'FitRes',
+           'EvaluateIns', 'EvaluateRes', 'message_bytes', 'get_parameters', 'set_parameters', 'set_training',
+           'weighted_average', 'batch_indices', 'LocalTraining', 'forward_in_pieces', 'evaluate_model',
+           'extract_features', 'batchnorm_keys', 'Algorithm', 'make_evaluate_res', 'keep_personal', 'PersonalModels',
+           'summarize_evaluation', 'disconnected_clients', 'select_clients', 'round_half_up', 'History',
+           'batching_obstacles', 'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients',
+           'worker_obstacles', 'ClientUpdateError', 'run_in_workers', 'fit_clients_in_workers', 'evaluate_clients',
+           'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round',
+           'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig', 'build_federated_data',
            'build_model_for', 'build_algorithm', 'run_folder', 'register_backend', 'get_backend', 'run']
 
 # %% ../nbs/11_engine.ipynb #5c37ce6d
@@ -183,6 +184,13 @@ class LocalTraining:
                 yield batch; done += 1
 
 # %% ../nbs/11_engine.ipynb #1d0e748e
+CPU_FORWARD_ROWS = 256  # on a CPU, evaluation runs the model on at most this many rows at a time (their activations stay in cache)
+
+def forward_in_pieces(function: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    "`function(x)`, computed on pieces of `CPU_FORWARD_ROWS` rows and joined when `x` is on a CPU (for row-wise functions: eval-mode models)."
+    if x.device.type != "cpu" or len(x) <= CPU_FORWARD_ROWS: return function(x)
+    return torch.cat([function(x[start:start + CPU_FORWARD_ROWS]) for start in range(0, len(x), CPU_FORWARD_ROWS)])
+
 def evaluate_model(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1024) -> dict:
     "Summed cross-entropy, number correct and number of examples of `model` on (x, y), in eval mode without gradients."
     was_training = model.training
@@ -190,7 +198,7 @@ def evaluate_model(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_siz
     loss, correct = torch.zeros((), device=x.device, dtype=torch.float64), torch.zeros((), device=x.device, dtype=torch.long)
     with torch.no_grad():
         for start in range(0, len(y), batch_size):
-            logits = model(x[start:start + batch_size]); target = y[start:start + batch_size]
+            logits = forward_in_pieces(model, x[start:start + batch_size]); target = y[start:start + batch_size]
             loss += F.cross_entropy(logits, target, reduction="sum").double()
             correct += (logits.argmax(1) == target).sum()
     set_training(model, was_training)
@@ -200,7 +208,7 @@ def extract_features(model: nn.Module, x: torch.Tensor, batch_size: int = 1024) 
     "`model.features(x)` in eval mode without gradients, in batches: (N, D)."
     was_training = model.training
     set_training(model, False)
-    with torch.no_grad(): out = torch.cat([model.features(x[s:s + batch_size]) for s in range(0, len(x), batch_size)]) if len(x) else torch.zeros(0, model.feature_dim, device=x.device)
+    with torch.no_grad(): out = torch.cat([forward_in_pieces(model.features, x[s:s + batch_size]) for s in range(0, len(x), batch_size)]) if len(x) else torch.zeros(0, model.feature_dim, device=x.device)
     set_training(model, was_training)
     return out
 
