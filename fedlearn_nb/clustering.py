@@ -50,7 +50,7 @@ def as_points(x, device: str | torch.device | None = None) -> torch.Tensor:
     if points.is_complex(): raise ValueError("complex points are not supported; pass real features")
     if not points.is_floating_point() or points.dtype in (torch.float16, torch.bfloat16):
         points = points.to(torch.float32)
-    if not torch.isfinite(points).all():
+    if not torch.isfinite(torch.stack(points.aminmax())).all():     # one pass: NaN or inf reaches the min or max
         raise ValueError("the points contain NaN or infinite values; remove or impute them before clustering")
     return points
 
@@ -123,9 +123,9 @@ class _Screen:
             grid = scores.view(height // _COLUMN_RUN, _COLUMN_RUN, width)
             runs = grid.amax(1)
             maxima, start = runs.amax(0), column_start
-        else:           # maxima of runs of columns, (R, C/run)
-            grid = scores.view(height, width // _RUN, _RUN)
-            runs = grid.amax(2)
+        else:           # maxima of runs of columns, (R, C/run): run r holds columns r, r + C/run, r + 2C/run, ...
+            grid = scores.view(height, _RUN, width // _RUN)           # (strided runs: a vectorised pass)
+            runs = grid.amax(1)
             maxima, start = runs.amax(1), row_start
         best = self.best[start:start + len(maxima)]
         torch.maximum(best, maxima, out=best)
@@ -142,9 +142,11 @@ class _Screen:
                 keep = ~crowded[owner]
                 owner, run = owner[keep], run[keep]
         if len(owner) == 0: return
-        blocks = grid[run, :, owner] if by_column else grid[owner, run]   # (m, run)
+        blocks = grid[run, :, owner] if by_column else grid[owner, :, run]   # (m, run)
         which, offset = (blocks >= threshold[owner][:, None]).nonzero(as_tuple=True)
-        values, owner, partner = blocks[which, offset], owner[which] + start, run[which] * blocks.shape[1] + offset
+        run, offset = run[which], offset
+        partner = run * _COLUMN_RUN + offset if by_column else offset * (width // _RUN) + run
+        values, owner = blocks[which, offset], owner[which] + start
         partner += row_start if by_column else column_start
         self.recorded.index_add_(0, owner, torch.ones_like(owner))
         self.found.append((owner, partner, values))
@@ -166,7 +168,7 @@ def _pad_rows(matrix: torch.Tensor, count: int) -> torch.Tensor:
 def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, strip_width: int, slack: float):
     "Screen the symmetric scores `left @ right.T` in float32 strips of `side` rows: each row's candidate columns."
     count = len(left)
-    padded = -(-count // side) * side                                 # whole blocks; padding scores are -inf
+    padded = -(-count // _RUN) * _RUN                                 # whole runs; padding scores are -inf
     left, right = _pad_rows(left, padded), (_pad_rows(right, padded) if right is not left else None)
     right = left if right is None else right
     screen = _Screen(count, padded, slack, left.device)
@@ -176,13 +178,14 @@ def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, stri
         # last strip first: the later points have screened their own rows before their columns are read (strided, costly)
         for start in range(first, padded, strip_width):
             stop = min(start + strip_width, padded)
-            scores = torch.mm(left[first:first + side], right[start:stop].T,
-                              out=buffer[:side * (stop - start)].view(side, stop - start))   # (side, width)
+            height = min(side, padded - first)                         # the last strip may be shorter 
+            scores = torch.mm(left[first:first + height], right[start:stop].T,
+                              out=buffer[:height * (stop - start)].view(height, stop - start))   # (height, width)
             if stop > count: scores[:, max(count - start, 0):] = -torch.inf
-            if first + side > count: scores[count - first:] = -torch.inf
+            if first + height > count: scores[count - first:] = -torch.inf
             if start == first: scores.diagonal().fill_(-torch.inf)  # a point is not its own neighbour
             screen.screen(scores, first, start)
-            skip = side if start == first else 0                   # the diagonal block already served both ways
+            skip = height if start == first else 0                  # the diagonal block already served both ways
             if stop - start > skip: screen.screen(scores[:, skip:], first, start + skip, by_column=True)
     return screen.candidates()
 
