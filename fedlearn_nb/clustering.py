@@ -72,11 +72,12 @@ def _full_precision_matmul():
 
 def _unit_rows(rows: torch.Tensor) -> torch.Tensor:
     "`rows` divided by their lengths, in their own dtype (zero rows stay zero)."
-    if rows.dtype == torch.float32:  # squares of entries beyond 2^(+-50) could overflow or underflow: shrink those rows first
+    norms = rows.norm(dim=1, keepdim=True)                            # (N, 1)
+    if rows.dtype == torch.float32 and ((norms > 2.0**50) | (norms < 2.0**-50)).any():
+        # squares may have overflowed or underflowed (or a row is zero): divide every row by its largest entry first
         peak = torch.linalg.vector_norm(rows, torch.inf, dim=1, keepdim=True)   # max |entry| of each row
-        if ((peak > 2.0**50) | ((peak < 2.0**-50) & (peak > 0))).any():
-            rows = rows / torch.where(peak > 0, peak, torch.ones_like(peak))
-    norms = rows.norm(dim=1, keepdim=True)
+        rows = rows / torch.where(peak > 0, peak, torch.ones_like(peak))
+        norms = rows.norm(dim=1, keepdim=True)
     return rows / torch.where(norms > 0, norms, torch.ones_like(norms))
 
 def _euclidean_frame(points: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -130,11 +131,12 @@ class _Screen:
         best = self.best[start:start + len(maxima)]
         torch.maximum(best, maxima, out=best)
         threshold = best - self.slack
-        live = (maxima >= threshold).nonzero().squeeze(1)             # the points with a candidate in this block
-        if len(live) == 0: return
-        if by_column: run, owner = (runs[:, live] >= threshold[live]).nonzero(as_tuple=True)
-        else: owner, run = (runs[live] >= threshold[live, None]).nonzero(as_tuple=True)
-        owner = live[owner]
+        if by_column:   # few columns pass (their rows came first): gather those
+            live = (maxima >= threshold).nonzero().squeeze(1)         # the points with a candidate in this block
+            if len(live) == 0: return
+            run, owner = (runs[:, live] >= threshold[live]).nonzero(as_tuple=True)
+            owner = live[owner]
+        else: owner, run = (runs >= threshold[:, None]).nonzero(as_tuple=True)   # many rows pass: compare all runs
         if len(owner) > _RUNS_PER_ROW:
             crowded = torch.bincount(owner, minlength=len(maxima)) > _RUNS_PER_ROW   # mass ties: give up on these
             if crowded.any():
