@@ -61,6 +61,7 @@ _COLUMN_RUN = 8             # of this many rows down a column (a strided read: s
 _RUNS_PER_ROW = 8           # a row with more candidate runs than this in one block (mass ties), or with
 _CANDIDATES_PER_ROW = 256   # more candidates than this in all, is decided from its whole float64 row instead
 _WHOLE_PRODUCT = 2**22      # up to this many multiply-adds (N * N * D), one float64 product decides every row
+_THREADED_PRODUCT = 2**33   # below this many (N * N * D), the CPU work runs on one thread
 
 @contextlib.contextmanager
 def _full_precision_matmul():
@@ -69,6 +70,17 @@ def _full_precision_matmul():
     torch.set_float32_matmul_precision("highest")
     try: yield
     finally: torch.set_float32_matmul_precision(previous)
+
+@contextlib.contextmanager
+def _one_thread_below(multiply_adds: int, device: torch.device):
+    "Within: one CPU thread if the product has fewer than `_THREADED_PRODUCT` multiply-adds (more threads gain little there)."
+    previous = torch.get_num_threads()
+    if device.type != "cpu" or previous == 1 or multiply_adds >= _THREADED_PRODUCT:
+        yield
+        return
+    torch.set_num_threads(1)
+    try: yield
+    finally: torch.set_num_threads(previous)
 
 def _unit_rows(rows: torch.Tensor) -> torch.Tensor:
     "`rows` divided by their lengths, in their own dtype (zero rows stay zero)."
@@ -200,6 +212,11 @@ def _whole_rows(rows: torch.Tensor, chunk: torch.Tensor, distance: str, slack: f
     return torch.where(tied, torch.arange(len(rows), device=rows.device), len(rows)).amin(1)
 
 def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None) -> torch.Tensor:
+    "The first neighbours (N,) of checked (N, D) `points` (on one CPU thread when they are few)."
+    with _one_thread_below(len(points) ** 2 * points.shape[1], points.device):
+        return _screened_first_neighbours(points, distance, block_size)
+
+def _screened_first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None) -> torch.Tensor:
     "The first neighbours (N,) of checked (N, D) `points`: float32 screening, float64 decision of the close calls."
     count, dim = points.shape
     device = points.device
@@ -354,22 +371,23 @@ def finch(x, distance: str = "cosine", ensure_early_exit: bool = False, min_leve
     if isinstance(min_level_size, bool) or not isinstance(min_level_size, (int, np.integer)) or min_level_size < 1:
         raise ValueError(f"min_level_size must be an integer >= 1 (2 = the reference's rule), got {min_level_size!r}")
     points = as_points(x, device)
-    neighbours = _first_neighbours(points, distance)
-    partitions = [first_neighbour_clusters(neighbours)]              # level 0 (Eq. 8)
-    early = ensure_early_exit and len(points) > 2                     # distances are only needed for the cut
-    limit = _neighbour_distances(points, neighbours, distance).max().item() if early else None
-    wide = points.to(torch.float64)
-    while partitions[-1].max() >= 1:                                  # at least two clusters left to merge
-        previous = partitions[-1]
-        count = int(previous.max()) + 1
-        means = _means(wide, torch.as_tensor(previous, device=wide.device), count)  # (k, D), Eq. 9
-        neighbours = _first_neighbours(means, distance)
-        keep = None if limit is None else (_neighbour_distances(means, neighbours, distance) <= limit).cpu().numpy()
-        merged = first_neighbour_clusters(neighbours, keep)[previous] # (N,): each point takes its cluster's group
-        new_count = int(merged.max()) + 1
-        if new_count < min_level_size: break
-        if new_count > 1 and count - new_count <= 1: break            # no real progress: stop, drop this step
-        partitions.append(merged)
+    with _one_thread_below(len(points) ** 2 * points.shape[1], points.device):   # few points: every level on one thread
+        neighbours = _first_neighbours(points, distance)
+        partitions = [first_neighbour_clusters(neighbours)]              # level 0 (Eq. 8)
+        early = ensure_early_exit and len(points) > 2                     # distances are only needed for the cut
+        limit = _neighbour_distances(points, neighbours, distance).max().item() if early else None
+        wide = points.to(torch.float64)
+        while partitions[-1].max() >= 1:                                  # at least two clusters left to merge
+            previous = partitions[-1]
+            count = int(previous.max()) + 1
+            means = _means(wide, torch.as_tensor(previous, device=wide.device), count)  # (k, D), Eq. 9
+            neighbours = _first_neighbours(means, distance)
+            keep = None if limit is None else (_neighbour_distances(means, neighbours, distance) <= limit).cpu().numpy()
+            merged = first_neighbour_clusters(neighbours, keep)[previous] # (N,): each point takes its cluster's group
+            new_count = int(merged.max()) + 1
+            if new_count < min_level_size: break
+            if new_count > 1 and count - new_count <= 1: break            # no real progress: stop, drop this step
+            partitions.append(merged)
     return FinchResult(partitions, points, distance)
 
 # %% ../nbs/06_clustering.ipynb #e250d759
