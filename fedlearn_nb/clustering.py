@@ -61,7 +61,7 @@ _COLUMN_RUN = 8             # of this many rows down a column (a strided read: s
 _RUNS_PER_ROW = 8           # a row with more candidate runs than this in one block (mass ties), or with
 _CANDIDATES_PER_ROW = 256   # more candidates than this in all, is decided from its whole float64 row instead
 _WHOLE_PRODUCT = 2**22      # up to this many multiply-adds (N * N * D), one float64 product decides every row
-_THREADED_PRODUCT = 2**33   # below this many (N * N * D), the CPU work runs on one thread
+_THREADED_PRODUCT = 2**33   # from this many (N * N * D) on, the float32 products use torch's threads; all else runs on one
 
 @contextlib.contextmanager
 def _full_precision_matmul():
@@ -72,14 +72,14 @@ def _full_precision_matmul():
     finally: torch.set_float32_matmul_precision(previous)
 
 @contextlib.contextmanager
-def _one_thread_below(multiply_adds: int, device: torch.device):
-    "Within: one CPU thread if the product has fewer than `_THREADED_PRODUCT` multiply-adds (more threads gain little there)."
+def _one_thread(device: torch.device):
+    "Within: one CPU thread (on the CPU); yields torch's thread count from before, which is set back afterwards."
     previous = torch.get_num_threads()
-    if device.type != "cpu" or previous == 1 or multiply_adds >= _THREADED_PRODUCT:
-        yield
+    if device.type != "cpu" or previous == 1:
+        yield previous
         return
     torch.set_num_threads(1)
-    try: yield
+    try: yield previous
     finally: torch.set_num_threads(previous)
 
 def _unit_rows(rows: torch.Tensor) -> torch.Tensor:
@@ -179,8 +179,8 @@ def _pad_rows(matrix: torch.Tensor, count: int) -> torch.Tensor:
     "`matrix` with zero rows appended up to `count` rows."
     return torch.cat([matrix, matrix.new_zeros(count - len(matrix), matrix.shape[1])]) if count > len(matrix) else matrix
 
-def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, strip_width: int, slack: float):
-    "Screen the symmetric scores `left @ right.T` in float32 strips of `side` rows: each row's candidate columns."
+def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, strip_width: int, slack: float, threads: int = 1):
+    "Screen the symmetric scores `left @ right.T` in float32 strips of `side` rows (products on `threads` CPU threads): each row's candidate columns."
     count = len(left)
     padded = -(-count // _RUN) * _RUN                                 # whole runs; padding scores are -inf
     left, right = _pad_rows(left, padded), (_pad_rows(right, padded) if right is not left else None)
@@ -193,8 +193,10 @@ def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, stri
         for start in range(first, padded, strip_width):
             stop = min(start + strip_width, padded)
             height = min(side, padded - first)                         # the last strip may be shorter 
+            if threads > 1: torch.set_num_threads(threads)             # only the product is worth a second thread
             scores = torch.mm(left[first:first + height], right[start:stop].T,
                               out=buffer[:height * (stop - start)].view(height, stop - start))   # (height, width)
+            if threads > 1: torch.set_num_threads(1)
             if stop > count: scores[:, max(count - start, 0):] = -torch.inf
             if first + height > count: scores[count - first:] = -torch.inf
             if start == first: scores.diagonal().fill_(-torch.inf)  # a point is not its own neighbour
@@ -211,12 +213,14 @@ def _whole_rows(rows: torch.Tensor, chunk: torch.Tensor, distance: str, slack: f
     tied = scores >= scores.max(1, keepdim=True).values - slack
     return torch.where(tied, torch.arange(len(rows), device=rows.device), len(rows)).amin(1)
 
-def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None) -> torch.Tensor:
-    "The first neighbours (N,) of checked (N, D) `points` (on one CPU thread when they are few)."
-    with _one_thread_below(len(points) ** 2 * points.shape[1], points.device):
-        return _screened_first_neighbours(points, distance, block_size)
+def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None, threads: int | None = None) -> torch.Tensor:
+    "The first neighbours (N,) of checked (N, D) `points`, on one CPU thread but for the products of many points (on `threads`, default torch's)."
+    if threads is None:
+        with _one_thread(points.device) as threads: return _first_neighbours(points, distance, block_size, threads)
+    many = len(points) ** 2 * points.shape[1] >= _THREADED_PRODUCT
+    return _screened_first_neighbours(points, distance, block_size, threads if many else 1)
 
-def _screened_first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None) -> torch.Tensor:
+def _screened_first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None, threads: int = 1) -> torch.Tensor:
     "The first neighbours (N,) of checked (N, D) `points`: float32 screening, float64 decision of the close calls."
     count, dim = points.shape
     device = points.device
@@ -239,7 +243,7 @@ def _screened_first_neighbours(points: torch.Tensor, distance: str, block_size: 
         left = torch.cat([2 * rows, -squared[:, None], -torch.ones_like(squared)[:, None]], 1)        # (N, D + 2)
         right = torch.cat([rows, torch.ones_like(squared)[:, None], squared[:, None]], 1)
     with _full_precision_matmul():
-        pair_rows, pair_columns, overflow = _float32_candidates(left, right, side, 4096 if on_cpu else 16384, slack32)
+        pair_rows, pair_columns, overflow = _float32_candidates(left, right, side, 4096 if on_cpu else 16384, slack32, threads)
     tallies = torch.bincount(pair_rows, minlength=count)               # candidates per row: 1 = decided in float32
     neighbours = torch.zeros(count, dtype=torch.long, device=device).scatter_(0, pair_rows, pair_columns)
     close = (tallies > 1)[pair_rows]
@@ -371,8 +375,8 @@ def finch(x, distance: str = "cosine", ensure_early_exit: bool = False, min_leve
     if isinstance(min_level_size, bool) or not isinstance(min_level_size, (int, np.integer)) or min_level_size < 1:
         raise ValueError(f"min_level_size must be an integer >= 1 (2 = the reference's rule), got {min_level_size!r}")
     points = as_points(x, device)
-    with _one_thread_below(len(points) ** 2 * points.shape[1], points.device):   # few points: every level on one thread
-        neighbours = _first_neighbours(points, distance)
+    with _one_thread(points.device) as threads:  # one thread but for the large products (see First neighbours)
+        neighbours = _first_neighbours(points, distance, threads=threads)
         partitions = [first_neighbour_clusters(neighbours)]              # level 0 (Eq. 8)
         early = ensure_early_exit and len(points) > 2                     # distances are only needed for the cut
         limit = _neighbour_distances(points, neighbours, distance).max().item() if early else None
@@ -381,7 +385,7 @@ def finch(x, distance: str = "cosine", ensure_early_exit: bool = False, min_leve
             previous = partitions[-1]
             count = int(previous.max()) + 1
             means = _means(wide, torch.as_tensor(previous, device=wide.device), count)  # (k, D), Eq. 9
-            neighbours = _first_neighbours(means, distance)
+            neighbours = _first_neighbours(means, distance, threads=threads)
             keep = None if limit is None else (_neighbour_distances(means, neighbours, distance) <= limit).cpu().numpy()
             merged = first_neighbour_clusters(neighbours, keep)[previous] # (N,): each point takes its cluster's group
             new_count = int(merged.max()) + 1
