@@ -50,7 +50,7 @@ def as_points(x, device: str | torch.device | None = None) -> torch.Tensor:
     if points.is_complex(): raise ValueError("complex points are not supported; pass real features")
     if not points.is_floating_point() or points.dtype in (torch.float16, torch.bfloat16):
         points = points.to(torch.float32)
-    if not torch.isfinite(points).all():
+    if not torch.isfinite(torch.stack(points.aminmax())).all():     # one pass: NaN or inf reaches the min or max
         raise ValueError("the points contain NaN or infinite values; remove or impute them before clustering")
     return points
 
@@ -61,6 +61,7 @@ _COLUMN_RUN = 8             # of this many rows down a column (a strided read: s
 _RUNS_PER_ROW = 8           # a row with more candidate runs than this in one block (mass ties), or with
 _CANDIDATES_PER_ROW = 256   # more candidates than this in all, is decided from its whole float64 row instead
 _WHOLE_PRODUCT = 2**22      # up to this many multiply-adds (N * N * D), one float64 product decides every row
+_THREADED_PRODUCT = 2**33   # from this many (N * N * D) on, the float32 products use torch's threads; all else runs on one
 
 @contextlib.contextmanager
 def _full_precision_matmul():
@@ -70,13 +71,25 @@ def _full_precision_matmul():
     try: yield
     finally: torch.set_float32_matmul_precision(previous)
 
+@contextlib.contextmanager
+def _one_thread(device: torch.device):
+    "Within: one CPU thread (on the CPU); yields torch's thread count from before, which is set back afterwards."
+    previous = torch.get_num_threads()
+    if device.type != "cpu" or previous == 1:
+        yield previous
+        return
+    torch.set_num_threads(1)
+    try: yield previous
+    finally: torch.set_num_threads(previous)
+
 def _unit_rows(rows: torch.Tensor) -> torch.Tensor:
     "`rows` divided by their lengths, in their own dtype (zero rows stay zero)."
-    if rows.dtype == torch.float32:  # squares of entries beyond 2^(+-50) could overflow or underflow: shrink those rows first
+    norms = rows.norm(dim=1, keepdim=True)                            # (N, 1)
+    if rows.dtype == torch.float32 and ((norms > 2.0**50) | (norms < 2.0**-50)).any():
+        # squares may have overflowed or underflowed (or a row is zero): divide every row by its largest entry first
         peak = torch.linalg.vector_norm(rows, torch.inf, dim=1, keepdim=True)   # max |entry| of each row
-        if ((peak > 2.0**50) | ((peak < 2.0**-50) & (peak > 0))).any():
-            rows = rows / torch.where(peak > 0, peak, torch.ones_like(peak))
-    norms = rows.norm(dim=1, keepdim=True)
+        rows = rows / torch.where(peak > 0, peak, torch.ones_like(peak))
+        norms = rows.norm(dim=1, keepdim=True)
     return rows / torch.where(norms > 0, norms, torch.ones_like(norms))
 
 def _euclidean_frame(points: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -123,18 +136,19 @@ class _Screen:
             grid = scores.view(height // _COLUMN_RUN, _COLUMN_RUN, width)
             runs = grid.amax(1)
             maxima, start = runs.amax(0), column_start
-        else:           # maxima of runs of columns, (R, C/run)
-            grid = scores.view(height, width // _RUN, _RUN)
-            runs = grid.amax(2)
+        else:           # maxima of runs of columns, (R, C/run): run r holds columns r, r + C/run, r + 2C/run, ...
+            grid = scores.view(height, _RUN, width // _RUN)           # (strided runs: a vectorised pass)
+            runs = grid.amax(1)
             maxima, start = runs.amax(1), row_start
         best = self.best[start:start + len(maxima)]
         torch.maximum(best, maxima, out=best)
         threshold = best - self.slack
-        live = (maxima >= threshold).nonzero().squeeze(1)             # the points with a candidate in this block
-        if len(live) == 0: return
-        if by_column: run, owner = (runs[:, live] >= threshold[live]).nonzero(as_tuple=True)
-        else: owner, run = (runs[live] >= threshold[live, None]).nonzero(as_tuple=True)
-        owner = live[owner]
+        if by_column:   # few columns pass (their rows came first): gather those
+            live = (maxima >= threshold).nonzero().squeeze(1)         # the points with a candidate in this block
+            if len(live) == 0: return
+            run, owner = (runs[:, live] >= threshold[live]).nonzero(as_tuple=True)
+            owner = live[owner]
+        else: owner, run = (runs >= threshold[:, None]).nonzero(as_tuple=True)   # many rows pass: compare all runs
         if len(owner) > _RUNS_PER_ROW:
             crowded = torch.bincount(owner, minlength=len(maxima)) > _RUNS_PER_ROW   # mass ties: give up on these
             if crowded.any():
@@ -142,9 +156,11 @@ class _Screen:
                 keep = ~crowded[owner]
                 owner, run = owner[keep], run[keep]
         if len(owner) == 0: return
-        blocks = grid[run, :, owner] if by_column else grid[owner, run]   # (m, run)
+        blocks = grid[run, :, owner] if by_column else grid[owner, :, run]   # (m, run)
         which, offset = (blocks >= threshold[owner][:, None]).nonzero(as_tuple=True)
-        values, owner, partner = blocks[which, offset], owner[which] + start, run[which] * blocks.shape[1] + offset
+        run, offset = run[which], offset
+        partner = run * _COLUMN_RUN + offset if by_column else offset * (width // _RUN) + run
+        values, owner = blocks[which, offset], owner[which] + start
         partner += row_start if by_column else column_start
         self.recorded.index_add_(0, owner, torch.ones_like(owner))
         self.found.append((owner, partner, values))
@@ -163,10 +179,10 @@ def _pad_rows(matrix: torch.Tensor, count: int) -> torch.Tensor:
     "`matrix` with zero rows appended up to `count` rows."
     return torch.cat([matrix, matrix.new_zeros(count - len(matrix), matrix.shape[1])]) if count > len(matrix) else matrix
 
-def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, strip_width: int, slack: float):
-    "Screen the symmetric scores `left @ right.T` in float32 strips of `side` rows: each row's candidate columns."
+def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, strip_width: int, slack: float, threads: int = 1):
+    "Screen the symmetric scores `left @ right.T` in float32 strips of `side` rows (products on `threads` CPU threads): each row's candidate columns."
     count = len(left)
-    padded = -(-count // side) * side                                 # whole blocks; padding scores are -inf
+    padded = -(-count // _RUN) * _RUN                                 # whole runs; padding scores are -inf
     left, right = _pad_rows(left, padded), (_pad_rows(right, padded) if right is not left else None)
     right = left if right is None else right
     screen = _Screen(count, padded, slack, left.device)
@@ -176,13 +192,16 @@ def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, stri
         # last strip first: the later points have screened their own rows before their columns are read (strided, costly)
         for start in range(first, padded, strip_width):
             stop = min(start + strip_width, padded)
-            scores = torch.mm(left[first:first + side], right[start:stop].T,
-                              out=buffer[:side * (stop - start)].view(side, stop - start))   # (side, width)
+            height = min(side, padded - first)                         # the last strip may be shorter 
+            if threads > 1: torch.set_num_threads(threads)             # only the product is worth a second thread
+            scores = torch.mm(left[first:first + height], right[start:stop].T,
+                              out=buffer[:height * (stop - start)].view(height, stop - start))   # (height, width)
+            if threads > 1: torch.set_num_threads(1)
             if stop > count: scores[:, max(count - start, 0):] = -torch.inf
-            if first + side > count: scores[count - first:] = -torch.inf
+            if first + height > count: scores[count - first:] = -torch.inf
             if start == first: scores.diagonal().fill_(-torch.inf)  # a point is not its own neighbour
             screen.screen(scores, first, start)
-            skip = side if start == first else 0                   # the diagonal block already served both ways
+            skip = height if start == first else 0                  # the diagonal block already served both ways
             if stop - start > skip: screen.screen(scores[:, skip:], first, start + skip, by_column=True)
     return screen.candidates()
 
@@ -194,7 +213,14 @@ def _whole_rows(rows: torch.Tensor, chunk: torch.Tensor, distance: str, slack: f
     tied = scores >= scores.max(1, keepdim=True).values - slack
     return torch.where(tied, torch.arange(len(rows), device=rows.device), len(rows)).amin(1)
 
-def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None) -> torch.Tensor:
+def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None, threads: int | None = None) -> torch.Tensor:
+    "The first neighbours (N,) of checked (N, D) `points`, on one CPU thread but for the products of many points (on `threads`, default torch's)."
+    if threads is None:
+        with _one_thread(points.device) as threads: return _first_neighbours(points, distance, block_size, threads)
+    many = len(points) ** 2 * points.shape[1] >= _THREADED_PRODUCT
+    return _screened_first_neighbours(points, distance, block_size, threads if many else 1)
+
+def _screened_first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None, threads: int = 1) -> torch.Tensor:
     "The first neighbours (N,) of checked (N, D) `points`: float32 screening, float64 decision of the close calls."
     count, dim = points.shape
     device = points.device
@@ -217,7 +243,7 @@ def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | Non
         left = torch.cat([2 * rows, -squared[:, None], -torch.ones_like(squared)[:, None]], 1)        # (N, D + 2)
         right = torch.cat([rows, torch.ones_like(squared)[:, None], squared[:, None]], 1)
     with _full_precision_matmul():
-        pair_rows, pair_columns, overflow = _float32_candidates(left, right, side, 4096 if on_cpu else 16384, slack32)
+        pair_rows, pair_columns, overflow = _float32_candidates(left, right, side, 4096 if on_cpu else 16384, slack32, threads)
     tallies = torch.bincount(pair_rows, minlength=count)               # candidates per row: 1 = decided in float32
     neighbours = torch.zeros(count, dtype=torch.long, device=device).scatter_(0, pair_rows, pair_columns)
     close = (tallies > 1)[pair_rows]
@@ -349,22 +375,23 @@ def finch(x, distance: str = "cosine", ensure_early_exit: bool = False, min_leve
     if isinstance(min_level_size, bool) or not isinstance(min_level_size, (int, np.integer)) or min_level_size < 1:
         raise ValueError(f"min_level_size must be an integer >= 1 (2 = the reference's rule), got {min_level_size!r}")
     points = as_points(x, device)
-    neighbours = _first_neighbours(points, distance)
-    partitions = [first_neighbour_clusters(neighbours)]              # level 0 (Eq. 8)
-    early = ensure_early_exit and len(points) > 2                     # distances are only needed for the cut
-    limit = _neighbour_distances(points, neighbours, distance).max().item() if early else None
-    wide = points.to(torch.float64)
-    while partitions[-1].max() >= 1:                                  # at least two clusters left to merge
-        previous = partitions[-1]
-        count = int(previous.max()) + 1
-        means = _means(wide, torch.as_tensor(previous, device=wide.device), count)  # (k, D), Eq. 9
-        neighbours = _first_neighbours(means, distance)
-        keep = None if limit is None else (_neighbour_distances(means, neighbours, distance) <= limit).cpu().numpy()
-        merged = first_neighbour_clusters(neighbours, keep)[previous] # (N,): each point takes its cluster's group
-        new_count = int(merged.max()) + 1
-        if new_count < min_level_size: break
-        if new_count > 1 and count - new_count <= 1: break            # no real progress: stop, drop this step
-        partitions.append(merged)
+    with _one_thread(points.device) as threads:  # one thread but for the large products (see First neighbours)
+        neighbours = _first_neighbours(points, distance, threads=threads)
+        partitions = [first_neighbour_clusters(neighbours)]              # level 0 (Eq. 8)
+        early = ensure_early_exit and len(points) > 2                     # distances are only needed for the cut
+        limit = _neighbour_distances(points, neighbours, distance).max().item() if early else None
+        wide = points.to(torch.float64)
+        while partitions[-1].max() >= 1:                                  # at least two clusters left to merge
+            previous = partitions[-1]
+            count = int(previous.max()) + 1
+            means = _means(wide, torch.as_tensor(previous, device=wide.device), count)  # (k, D), Eq. 9
+            neighbours = _first_neighbours(means, distance, threads=threads)
+            keep = None if limit is None else (_neighbour_distances(means, neighbours, distance) <= limit).cpu().numpy()
+            merged = first_neighbour_clusters(neighbours, keep)[previous] # (N,): each point takes its cluster's group
+            new_count = int(merged.max()) + 1
+            if new_count < min_level_size: break
+            if new_count > 1 and count - new_count <= 1: break            # no real progress: stop, drop this step
+            partitions.append(merged)
     return FinchResult(partitions, points, distance)
 
 # %% ../nbs/06_clustering.ipynb #e250d759
