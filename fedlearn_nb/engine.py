@@ -186,10 +186,12 @@ class LocalTraining:
 # %% ../nbs/11_engine.ipynb #1d0e748e
 CPU_FORWARD_ROWS = 256  # on a CPU, evaluation runs the model on at most this many rows at a time (their activations stay in cache)
 
-def forward_in_pieces(function: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    "`function(x)`, computed on pieces of `CPU_FORWARD_ROWS` rows and joined when `x` is on a CPU (for row-wise functions: eval-mode models)."
-    if x.device.type != "cpu" or len(x) <= CPU_FORWARD_ROWS: return function(x)
-    return torch.cat([function(x[start:start + CPU_FORWARD_ROWS]) for start in range(0, len(x), CPU_FORWARD_ROWS)])
+def forward_in_pieces(function: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+    "`function(x)` on pieces of `rows` rows (all at once by default), at most `CPU_FORWARD_ROWS` on a CPU, joined (for row-wise functions: eval-mode models)."
+    rows = rows or max(len(x), 1)
+    if x.device.type == "cpu": rows = min(rows, CPU_FORWARD_ROWS)
+    if len(x) <= rows: return function(x)
+    return torch.cat([function(x[start:start + rows]) for start in range(0, len(x), rows)])
 
 def evaluate_model(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1024) -> dict:
     "Summed cross-entropy, number correct and number of examples of `model` on (x, y), in eval mode without gradients."
@@ -208,7 +210,7 @@ def extract_features(model: nn.Module, x: torch.Tensor, batch_size: int = 1024) 
     "`model.features(x)` in eval mode without gradients, in batches: (N, D)."
     was_training = model.training
     set_training(model, False)
-    with torch.no_grad(): out = torch.cat([forward_in_pieces(model.features, x[s:s + batch_size]) for s in range(0, len(x), batch_size)]) if len(x) else torch.zeros(0, model.feature_dim, device=x.device)
+    with torch.no_grad(): out = forward_in_pieces(model.features, x, batch_size) if len(x) else torch.zeros(0, model.feature_dim, device=x.device)
     set_training(model, was_training)
     return out
 
