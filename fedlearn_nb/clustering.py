@@ -158,7 +158,7 @@ class _Screen:
         if len(owner) == 0: return
         blocks = grid[run, :, owner] if by_column else grid[owner, :, run]   # (m, run)
         which, offset = (blocks >= threshold[owner][:, None]).nonzero(as_tuple=True)
-        run, offset = run[which], offset
+        run = run[which]
         partner = run * _COLUMN_RUN + offset if by_column else offset * (width // _RUN) + run
         values, owner = blocks[which, offset], owner[which] + start
         partner += row_start if by_column else column_start
@@ -192,7 +192,7 @@ def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, stri
         # last strip first: the later points have screened their own rows before their columns are read (strided, costly)
         for start in range(first, padded, strip_width):
             stop = min(start + strip_width, padded)
-            height = min(side, padded - first)                         # the last strip may be shorter 
+            height = min(side, padded - first)                         # the last strip may be shorter
             if threads > 1: torch.set_num_threads(threads)             # only the product is worth a second thread
             scores = torch.mm(left[first:first + height], right[start:stop].T,
                               out=buffer[:height * (stop - start)].view(height, stop - start))   # (height, width)

@@ -135,7 +135,8 @@ def torch_note() -> str:
     if GOLDEN_SOURCE != str(GOLDEN.relative_to(ROOT)): return f"\n(compared with this processor's recording {GOLDEN_SOURCE})"
     recorded = json.loads(RECORDED_WITH.read_text()).get("torch") if RECORDED_WITH.is_file() else None
     if recorded in (None, torch.__version__):
-        return (f"\n(compared with the default recording; this processor ({platform()['vendor']}, {platform()['capability']}) has none of its "
+        here = platform()
+        return (f"\n(compared with the default recording; this processor ({here['vendor']}, {here['capability']}) has none of its "
                 f"own. If the code is not the cause (check out the last commit whose CI passed and run this test there), record "
                 f"this processor's histories from that commit: python tests/test_golden_history.py --record-platform all)")
     return (f"\n(recorded with torch {recorded}, running torch {torch.__version__}: another torch build sums in another "
