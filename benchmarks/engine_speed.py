@@ -1,7 +1,8 @@
 """Time one round of FedAvg on MNIST-sized data (60000 x 1 x 28 x 28): our engine with its clients trained together
 (`client_batching="batched"`), our engine with its clients trained one by one ("sequential"), the same loop in
 `--client-workers` forked worker processes ("workers", `client_workers=2`), the same SGD steps in a plain loop on one
-model, and Flower's simulation engine (when flwr is installed).
+model (the round's batch sizes, client after client, on the pooled data), and Flower's simulation engine (when flwr
+is installed).
 
 Part 1, the engine's overhead: one local epoch of batch 64 per client (fedccl_cnn4, SGD), on CPU (and CUDA when
 present). Per number of clients, the four measurements are interleaved and repeated (`--repeats`), and the medians
@@ -62,17 +63,28 @@ def sync(device: torch.device):
     if device.type == "cuda": torch.cuda.synchronize()
 
 
-def plain_loop_seconds(model, x, y, training: LocalTraining, device) -> float:
-    "The same number of SGD steps as the round, on one model over the pooled data (no federation)."
+def plain_loop_seconds(model, x, y, training: LocalTraining, device, sizes: list[int] | None = None) -> float:
+    """The round's SGD steps on one model over the pooled data (no federation): one step per batch size in `sizes`
+    (every client's batches, in the round's order), on slices of one permutation of the pooled data; without `sizes`,
+    one epoch of `training.batch_size` batches (fewer, larger steps than a round of clients smaller than a batch)."""
     optimizer = training.make_optimizer(model.parameters())
     model.train()
+    order = torch_generator(0)
+    batches = (training.batches(len(y), order) if sizes is None
+               else torch.randperm(len(y), generator=order)[:sum(sizes)].split(sizes))
     sync(device); start = time.perf_counter()
-    for index in training.batches(len(y), torch_generator(0)):
+    for index in batches:
         index = index.to(device)
         loss = F.cross_entropy(model(x[index]), y[index])
         optimizer.zero_grad(set_to_none=True); loss.backward(); optimizer.step()
     sync(device)
     return time.perf_counter() - start
+
+
+def round_batch_sizes(algorithm, data, round: int) -> list[int]:
+    "The sizes of the batches the clients train on in `round`, client after client (as the sequential loop draws them)."
+    return [len(index) for client in data.clients
+            for index in algorithm.batches(client, algorithm.generator(round, client.id, "batches"))]
 
 
 MODES = ("batched", "sequential", "workers")
@@ -103,7 +115,7 @@ def time_rounds(num_clients: int, device: torch.device, train: Images, model_nam
             run_round(algorithm, data, repeat, everyone, evaluate=False, **settings[mode])
             sync(device); times[mode].append(time.perf_counter() - start)
         times["plain"].append(plain_loop_seconds(build_model(model_name, num_classes=10, in_channels=1, image_size=28, seed=0).to(device),
-                                                 x, y, training, device))
+                                                 x, y, training, device, round_batch_sizes(algorithm, data, repeat)))
     return {k: float(np.median(v)) for k, v in times.items()} | {"load": os.getloadavg()[0]}
 
 

@@ -37,14 +37,15 @@ from .federation import Client, FederatedData, build_federation, derive_seed
 __all__ = ['Parameters', 'CPU_FORWARD_ROWS', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPOINT_NAME', 'ALGORITHMS',
            'ALGORITHM_ENTRY_POINTS', 'DATA_SPLITS', 'BACKENDS', 'BACKEND_ENTRY_POINTS', 'FitIns', 'FitRes',
            'EvaluateIns', 'EvaluateRes', 'message_bytes', 'get_parameters', 'set_parameters', 'set_training',
-           'weighted_average', 'batch_indices', 'LocalTraining', 'forward_in_pieces', 'evaluate_model',
-           'extract_features', 'batchnorm_keys', 'Algorithm', 'make_evaluate_res', 'keep_personal', 'PersonalModels',
-           'summarize_evaluation', 'disconnected_clients', 'select_clients', 'round_half_up', 'History',
-           'batching_obstacles', 'batched_loss_step', 'seed_torch', 'fit_clients_batched', 'fit_clients',
-           'worker_obstacles', 'ClientUpdateError', 'run_in_workers', 'fit_clients_in_workers', 'evaluate_clients',
-           'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round',
-           'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig', 'build_federated_data',
-           'build_model_for', 'build_algorithm', 'run_folder', 'register_backend', 'get_backend', 'run']
+           'RunningAverage', 'SummedParameters', 'weighted_average', 'batch_indices', 'LocalTraining',
+           'forward_in_pieces', 'evaluate_model', 'extract_features', 'batchnorm_keys', 'Algorithm',
+           'make_evaluate_res', 'keep_personal', 'PersonalModels', 'summarize_evaluation', 'disconnected_clients',
+           'select_clients', 'round_half_up', 'History', 'batching_obstacles', 'batched_loss_step', 'seed_torch',
+           'fit_clients_batched', 'fit_clients', 'worker_obstacles', 'ClientUpdateError', 'run_in_workers',
+           'fit_clients_in_workers', 'evaluate_clients', 'experiment_fingerprint', 'save_checkpoint', 'load_checkpoint',
+           'run_experiment', 'run_round', 'register_algorithm', 'get_algorithm', 'check_options', 'RunConfig',
+           'build_federated_data', 'build_model_for', 'build_algorithm', 'run_folder', 'register_backend',
+           'get_backend', 'run']
 
 # %% ../nbs/11_engine.ipynb #5c37ce6d
 Parameters = dict  # name -> torch.Tensor, like a (partial) state dict
@@ -110,29 +111,69 @@ def set_training(model: nn.Module, mode: bool = True) -> nn.Module:
     for module in modules: module.__dict__["training"] = mode  # what nn.Module.train stores, without a call and __setattr__ per module
     return model
 
+class RunningAverage:
+    "The weighted average $\\sum_k w_k \\theta_k / \\sum_k w_k$ of parameter dicts added one at a time, its weights known in advance."
+    def __init__(self, weights: Sequence[float]):
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.ndim != 1 or len(weights) == 0: raise ValueError("nothing to average: no weights were given")
+        if (weights < 0).any() or weights.sum() <= 0: raise ValueError(f"weights must be non-negative with a positive sum, got {weights}")
+        self.weights, self.count = weights / weights.sum(), 0
+        self.keys, self.floats, self._sum, self._others = None, [], [], []
+
+    def add(self, parameters: Mapping[str, torch.Tensor]) -> SummedParameters:
+        "Add the next dict, $S \\leftarrow S + w_k \\theta_k$ on its float entries (the others, counters, are kept to average at the end); what stands in for it."
+        if self.count == len(self.weights): raise ValueError(f"all {len(self.weights)} parameter dicts have been added already")
+        weight = float(self.weights[self.count])
+        if self.keys is None:
+            self.keys = list(parameters)
+            self.floats = [k for k in self.keys if torch.is_floating_point(parameters[k])]
+            if self.floats: self._sum = torch._foreach_mul([parameters[k] for k in self.floats], weight)
+        else:
+            if list(parameters) != self.keys: raise ValueError("the parameter dicts to average have different keys")
+            if self.floats: torch._foreach_add_(self._sum, [parameters[k] for k in self.floats], alpha=weight)
+        self._others.append([parameters[k] for k in self.keys if k not in self.floats])
+        if self.count == 0: self._sizes = {k: torch.empty(v.shape, dtype=v.dtype, device="meta") for k, v in parameters.items()}
+        self.count += 1
+        return SummedParameters(self, self.count - 1, self._sizes)
+
+    def result(self) -> Parameters:
+        "The average, once every dict has been added (integer entries rounded to the nearest integer)."
+        if self.count != len(self.weights): raise ValueError(f"{self.count} parameter dicts were added for {len(self.weights)} weights")
+        out: Parameters = dict(zip(self.floats, self._sum))
+        for j, k in enumerate(k for k in self.keys if k not in self.floats):
+            stacked = torch.stack([values[j].double() for values in self._others])
+            value = (torch.as_tensor(self.weights, dtype=torch.float64, device=stacked.device).view(-1, *[1] * (stacked.dim() - 1)) * stacked).sum(0)
+            out[k] = value.round().to(self._others[0][j].dtype)
+        return {k: out[k] for k in self.keys}
+
+    def result_for(self, parameters: Sequence[Mapping], weights: Sequence[float]) -> Parameters:
+        "The average asked for by `weighted_average` of the stand-ins `add` returned: all of them, in order, with the same weights."
+        if [p.index if getattr(p, "average", None) is self else -1 for p in parameters] != list(range(len(self.weights))):
+            raise ValueError("these parameters were added to a running average as they arrived: average all of that round's results, in order")
+        weights = np.asarray(weights, dtype=np.float64)
+        if not np.array_equal(weights / weights.sum(), self.weights):
+            raise ValueError("the results were averaged as they arrived with other weights than these; make in_time_weights give the weights "
+                             "that aggregate_fit averages with, or return None to keep every upload")
+        return self.result()
+
+class SummedParameters(dict):
+    "A client's uploaded parameters once added to a `RunningAverage`: their names and sizes (meta tensors: the bytes sent), not their values."
+    def __init__(self, average: RunningAverage, index: int, sizes: Mapping[str, torch.Tensor]):
+        super().__init__(sizes)
+        self.average, self.index = average, index
+
+    def __getitem__(self, key):
+        raise RuntimeError(f"the uploaded {key!r} was added to the round's running average as it arrived and not kept; an algorithm that "
+                           "reads every upload must return None from in_time_weights")
+
 def weighted_average(parameters: Sequence[Mapping[str, torch.Tensor]], weights: Sequence[float]) -> Parameters:
     "The weighted average $\\sum_k w_k \\theta_k / \\sum_k w_k$ of several parameter dicts with the same keys."
     if len(parameters) == 0: raise ValueError("nothing to average: no parameter dicts were given")
     if len(parameters) != len(weights): raise ValueError(f"{len(parameters)} parameter dicts but {len(weights)} weights")
-    weights = np.asarray(weights, dtype=np.float64)
-    if (weights < 0).any() or weights.sum() <= 0: raise ValueError(f"weights must be non-negative with a positive sum, got {weights}")
-    weights = weights / weights.sum()
-    keys = list(parameters[0])
-    for p in parameters[1:]:
-        if list(p) != keys: raise ValueError("the parameter dicts to average have different keys")
-    floats = [k for k in keys if torch.is_floating_point(parameters[0][k])]
-    others = [k for k in keys if k not in floats]
-    out: Parameters = {}
-    if floats:
-        acc = torch._foreach_mul([parameters[0][k] for k in floats], float(weights[0]))
-        for p, w in zip(parameters[1:], weights[1:]):
-            torch._foreach_add_(acc, [p[k] for k in floats], alpha=float(w))
-        out.update(zip(floats, acc))
-    for k in others:
-        stacked = torch.stack([p[k].double() for p in parameters])
-        value = (torch.as_tensor(weights, dtype=torch.float64, device=stacked.device).view(-1, *[1] * (stacked.dim() - 1)) * stacked).sum(0)
-        out[k] = value.round().to(parameters[0][k].dtype)
-    return {k: out[k] for k in keys}
+    if isinstance(parameters[0], SummedParameters): return parameters[0].average.result_for(parameters, weights)
+    average = RunningAverage(weights)
+    for p in parameters: average.add(p)
+    return average.result()
 
 # %% ../nbs/11_engine.ipynb #1034724d
 def batch_indices(num_examples: int, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
@@ -412,6 +453,11 @@ def aggregate_fit(self: Algorithm, round: int, results: Sequence[tuple[Client, F
     if results and self.shared_keys:
         self.server["params"] = weighted_average([r.parameters for _, r in results], [r.num_examples for _, r in results])
     return {}
+
+@patch
+def in_time_weights(self: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]]) -> Sequence[float] | None:
+    "The weights `aggregate_fit` averages the uploaded parameters with, when known before the clients train: the loop then adds each upload to a `RunningAverage` as it arrives instead of keeping it. None (here): every upload is kept."
+    return None
 
 # %% ../nbs/11_engine.ipynb #b600106a
 def make_evaluate_res(out: dict) -> EvaluateRes:
@@ -716,8 +762,8 @@ def _batching_pays(algorithm: Algorithm) -> bool:
     return algorithm.device.type != "cpu"
 
 def fit_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
-                client_batching: str = "auto", client_workers: int = 1) -> list[tuple[Client, FitRes]]:
-    "The local updates of a round: batched when `client_batching` is 'batched' (or 'auto' and the set-up allows it), else one client after another (in `client_workers` processes when the algorithm allows it)."
+                client_batching: str = "auto", client_workers: int = 1, average: RunningAverage | None = None) -> list[tuple[Client, FitRes]]:
+    "The local updates of a round: batched when `client_batching` is 'batched' (or 'auto' and the set-up allows it), else one client after another (in `client_workers` processes when the algorithm allows it); the loop adds each upload to `average` as it arrives."
     if client_batching not in CLIENT_BATCHING: raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {client_batching!r}")
     if client_batching == "batched" or (client_batching == "auto" and len(instructions) > 1 and _batching_pays(algorithm)):
         obstacles = batching_obstacles(algorithm, instructions)
@@ -736,7 +782,9 @@ def fit_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[C
     results = []
     for client, ins in instructions:
         seed_torch(algorithm.seed_for(round, client.id, "fit"), algorithm.device)
-        results.append((client, algorithm.client_fit(client, ins)))
+        result = algorithm.client_fit(client, ins)
+        if average is not None: result.parameters = average.add(result.parameters)  # its share is in the sum: the copy can go
+        results.append((client, result))
     return results
 
 # %% ../nbs/11_engine.ipynb #c15a0002
@@ -1043,7 +1091,8 @@ def run_round(algorithm: Algorithm, data: FederatedData, round: int, participant
     algorithm._eval_loaded = None
     clients = [data.clients[i] for i in participants]
     instructions = algorithm.configure_fit(round, clients)
-    results = fit_clients(algorithm, round, instructions, client_batching, client_workers)
+    in_time = algorithm.in_time_weights(round, instructions) if instructions else None
+    results = fit_clients(algorithm, round, instructions, client_batching, client_workers, None if in_time is None else RunningAverage(in_time))
     bytes_down = sum(message_bytes(ins) for _, ins in instructions)
     bytes_up = sum(message_bytes(res) for _, res in results)
     fit_metrics = algorithm.aggregate_fit(round, results)

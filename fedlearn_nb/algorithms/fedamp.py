@@ -69,6 +69,10 @@ class FedAMP(PersonalModels, FedAvg):
         xi = attention_weights(torch.stack([flatten_parameters(m) for m in models]), self.alpha_k, self.sigma)
         return {i: combine_models(models, row.tolist()) for i, row in zip(ids, xi)}
 
+    def in_time_weights(self, round: int, instructions) -> None:
+        "None: the server keeps every client's uploaded model for the cloud models, so the uploads are not averaged as they arrive."
+        return None
+
     def configure_fit(self, round: int, clients: Sequence[Client]) -> list[tuple[Client, FitIns]]:
         "Each selected client gets its cloud model u_i (the average model if the server has none of its models)."
         clouds = self.cloud_models()

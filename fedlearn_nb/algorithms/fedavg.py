@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..engine import Algorithm, FitRes, register_algorithm, weighted_average
+from ..engine import Algorithm, FitIns, FitRes, register_algorithm, weighted_average
 from ..federation import Client
 
 # %% auto #0
@@ -33,3 +33,8 @@ class FedAvg(Algorithm):
             weights = [r.num_examples if self.weighting == "samples" else 1.0 for _, r in results]
             self.server["params"] = weighted_average([r.parameters for _, r in results], weights)
         return {}
+
+    def in_time_weights(self, round: int, instructions: Sequence[tuple[Client, FitIns]]) -> list[float] | None:
+        "The weights above are known before the clients train (their sizes, or 1 each): the loop averages the uploads as they arrive."
+        if not self.shared_keys: return None
+        return [client.num_examples if self.weighting == "samples" else 1.0 for client, _ in instructions]
