@@ -7,6 +7,7 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/engine.html.md"""
 # %% ../nbs/11_engine.ipynb #d9a40fbe
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import importlib
@@ -391,8 +392,20 @@ def batches(self: Algorithm, client: Client, generator: torch.Generator, epochs:
 # %% ../nbs/11_engine.ipynb #5bb622e6
 @patch
 def make_optimizer(self: Algorithm, parameters: Iterable[nn.Parameter], context: dict) -> torch.optim.Optimizer | None:
-    "The optimiser of a local update: a fresh one of the settings over `parameters`."
-    return self.training.make_optimizer(parameters)
+    "The optimiser of a local update, as a fresh one of the settings over `parameters`: while this hook and `step` are these, the last update's, reset."
+    parameters = [p for p in parameters if p.requires_grad]
+    if any(getattr(type(self), hook, None) is not getattr(Algorithm, hook, None) for hook in ("make_optimizer", "step")):
+        return self.training.make_optimizer(parameters)  # an override may keep the optimiser: a new one each time
+    training = self.training
+    key = (training.optimizer.lower(), training.lr, training.momentum, training.weight_decay, *map(id, parameters))
+    kept = self.__dict__.get("_loop_optimizer")
+    if kept is None or kept[0] != key:
+        self._loop_optimizer = kept = (key, training.make_optimizer(parameters))
+        return kept[1]
+    optimizer = kept[1]
+    optimizer.state = collections.defaultdict(dict)        # no momentum or moments from the last client
+    for group in optimizer.param_groups: group.update(optimizer.defaults)
+    return optimizer
 
 # %% ../nbs/11_engine.ipynb #08142e37
 @patch
