@@ -63,7 +63,7 @@ _COLUMN_RUN = 8             # of this many rows down a column (a strided read: s
 _RUNS_PER_ROW = 8           # a row with more candidate runs than this in one block (mass ties), or with
 _CANDIDATES_PER_ROW = 256   # more candidates than this in all, is decided from its whole float64 row instead
 _WHOLE_PRODUCT = 2**22      # up to this many multiply-adds (N * N * D), one float64 product decides every row
-_THREADED_STRIPS = 2**26    # from this many multiply-adds (N * N * D) on, the strips are shared among threads
+_THREADED_STRIPS = 2**30    # from this many multiply-adds (N * N * D) on, the strips are shared among threads
 _POOLS = {}                 # (process id, threads) -> the kept threads that share the strips
 
 @contextlib.contextmanager
