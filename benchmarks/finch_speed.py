@@ -81,8 +81,6 @@ def main():
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads for both implementations")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated data")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each, alternating; medians are reported")
-    parser.add_argument("--settle", type=float, default=0.0, help="seconds to pause before each timed run, so that neither "
-                        "meets the other's idle threads still spinning (finch-clust's BLAS keeps a core busy ~0.1 s after it returns)")
     parser.add_argument("--no-cuda", action="store_true", help="skip the GPU timings even when a GPU is present")
     parser.add_argument("--json", default=None, help="also write the rows (with run metadata) to this JSON file")
     args = parser.parse_args()
@@ -90,8 +88,7 @@ def main():
     torch.set_num_threads(args.threads)
     use_cuda = torch.cuda.is_available() and not args.no_cuda
     print(f"CPU threads: {args.threads}; CUDA: {torch.cuda.get_device_name() if use_cuda else 'not used'}; "
-          f"medians of {args.repeats} alternating runs{f' ({args.settle} s apart)' if args.settle else ''}; "
-          "ratio = ours / finch-clust (wall, CPU); speed-up = its inverse")
+          f"medians of {args.repeats} alternating runs; ratio = ours / finch-clust (wall, CPU); speed-up = its inverse")
     header = (f"{'size':>10} {'distance':>9} {'levels':>22} {'ours s':>7} {'ref s':>7} {'wall':>6} {'cpu':>6} "
               f"{'speed-up':>8}")
     print(header + (f" {'cuda s':>7} {'ratio':>6}" if use_cuda else "") + "  parity")
@@ -107,7 +104,6 @@ def main():
             times = {"ours": [], "reference": []}
             for repeat in range(args.repeats):  # alternate which goes first, so drifts in the machine's load cancel
                 for name in (("ours", "reference") if repeat % 2 == 0 else ("reference", "ours")):
-                    time.sleep(args.settle)
                     result, wall, cpu = timed(reference_run if name == "reference" else (lambda: finch(data, distance)))
                     times[name].append((wall, cpu))
                     if name == "ours": ours = result
