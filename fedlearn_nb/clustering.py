@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,7 +63,8 @@ _COLUMN_RUN = 8             # of this many rows down a column (a strided read: s
 _RUNS_PER_ROW = 8           # a row with more candidate runs than this in one block (mass ties), or with
 _CANDIDATES_PER_ROW = 256   # more candidates than this in all, is decided from its whole float64 row instead
 _WHOLE_PRODUCT = 2**22      # up to this many multiply-adds (N * N * D), one float64 product decides every row
-_THREADED_PRODUCT = 2**33   # from this many (N * N * D) on, the float32 products use torch's threads; all else runs on one
+_THREADED_STRIPS = 2**30    # from this many multiply-adds (N * N * D) on, the strips are shared among threads
+_POOLS = {}                 # (process id, threads) -> the kept threads that share the strips
 
 @contextlib.contextmanager
 def _full_precision_matmul():
@@ -124,6 +127,13 @@ class _Screen:
         self.recorded = torch.zeros(padded, dtype=torch.long, device=device)   # candidates so far, per row
         self.count, self.slack, self.found = count, slack, []
 
+    def merge(self, other: _Screen) -> _Screen:
+        "Take in the screen of other strips: the larger best, the candidates of both (a row's best is a max: any order gives it)."
+        torch.maximum(self.best, other.best, out=self.best)
+        self.recorded += other.recorded
+        self.found += other.found
+        return self
+
     def give_up(self, rows: torch.Tensor):
         "Stop collecting for `rows` (mass ties): their best becomes +inf, and they are decided from whole float64 rows."
         self.recorded[rows] = _CANDIDATES_PER_ROW + 1
@@ -179,31 +189,53 @@ def _pad_rows(matrix: torch.Tensor, count: int) -> torch.Tensor:
     "`matrix` with zero rows appended up to `count` rows."
     return torch.cat([matrix, matrix.new_zeros(count - len(matrix), matrix.shape[1])]) if count > len(matrix) else matrix
 
-def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, strip_width: int, slack: float, threads: int = 1):
-    "Screen the symmetric scores `left @ right.T` in float32 strips of `side` rows (products on `threads` CPU threads): each row's candidate columns."
+def _thread_pool(workers: int) -> ThreadPoolExecutor:
+    "This process's pool of `workers` threads of one core each, kept between calls: a new thread's first product takes milliseconds."
+    key = (os.getpid(), workers)                     # a forked child does not inherit the threads: it starts its own
+    if key not in _POOLS:
+        _POOLS[key] = ThreadPoolExecutor(workers, "fedlearn_nb-finch", initializer=torch.set_num_threads, initargs=(1,))
+    return _POOLS[key]
+
+def _strip_shares(padded: int, side: int, workers: int) -> list[list[int]]:
+    "The strips (their first rows) dealt to `workers` threads, each widest strip to the least loaded; each share last strip first."
+    loads, shares = [0] * workers, [[] for _ in range(workers)]
+    for first in range(0, padded, side):                               # strip `first` is padded - first columns wide
+        least = loads.index(min(loads))
+        shares[least].append(first)
+        loads[least] += padded - first
+    return [share[::-1] for share in shares if share]
+
+def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, strip_width: int, slack: float, workers: int = 1):
+    "Screen the symmetric scores `left @ right.T` in float32 strips of `side` rows, shared among `workers` threads: each row's candidate columns."
     count = len(left)
     padded = -(-count // _RUN) * _RUN                                 # whole runs; padding scores are -inf
     left, right = _pad_rows(left, padded), (_pad_rows(right, padded) if right is not left else None)
     right = left if right is None else right
-    screen = _Screen(count, padded, slack, left.device)
     strip_width = max(side, strip_width // side * side)
-    buffer = torch.empty(side * min(padded, strip_width), device=left.device)
-    for first in reversed(range(0, padded, side)):   # rows first..first+side against every column from `first` on;
-        # last strip first: the later points have screened their own rows before their columns are read (strided, costly)
-        for start in range(first, padded, strip_width):
-            stop = min(start + strip_width, padded)
-            height = min(side, padded - first)                         # the last strip may be shorter
-            if threads > 1: torch.set_num_threads(threads)             # only the product is worth a second thread
-            scores = torch.mm(left[first:first + height], right[start:stop].T,
-                              out=buffer[:height * (stop - start)].view(height, stop - start))   # (height, width)
-            if threads > 1: torch.set_num_threads(1)
-            if stop > count: scores[:, max(count - start, 0):] = -torch.inf
-            if first + height > count: scores[count - first:] = -torch.inf
-            if start == first: scores.diagonal().fill_(-torch.inf)  # a point is not its own neighbour
-            screen.screen(scores, first, start)
-            skip = height if start == first else 0                  # the diagonal block already served both ways
-            if stop - start > skip: screen.screen(scores[:, skip:], first, start + skip, by_column=True)
-    return screen.candidates()
+
+    def screen_strips(firsts: list[int]) -> _Screen:   # one thread's share of the strips, with its own buffer and screen
+        screen = _Screen(count, padded, slack, left.device)
+        buffer = torch.empty(side * min(padded, strip_width), device=left.device)
+        for first in firsts:   # rows first..first+side against every column from `first` on; last strip first: the
+            # later points have screened their own rows before their columns are read (strided, costly)
+            for start in range(first, padded, strip_width):
+                stop = min(start + strip_width, padded)
+                height = min(side, padded - first)                     # the last strip may be shorter
+                scores = torch.mm(left[first:first + height], right[start:stop].T,
+                                  out=buffer[:height * (stop - start)].view(height, stop - start))   # (height, width)
+                if stop > count: scores[:, max(count - start, 0):] = -torch.inf
+                if first + height > count: scores[count - first:] = -torch.inf
+                if start == first: scores.diagonal().fill_(-torch.inf)  # a point is not its own neighbour
+                screen.screen(scores, first, start)
+                skip = height if start == first else 0              # the diagonal block already served both ways
+                if stop - start > skip: screen.screen(scores[:, skip:], first, start + skip, by_column=True)
+        return screen
+
+    shares = _strip_shares(padded, side, workers)
+    if len(shares) == 1: return screen_strips(shares[0]).candidates()
+    screens = list(_thread_pool(len(shares)).map(screen_strips, shares))   # torch lets go of Python's lock as it computes
+    for other in screens[1:]: screens[0].merge(other)
+    return screens[0].candidates()
 
 def _whole_rows(rows: torch.Tensor, chunk: torch.Tensor, distance: str, slack: float) -> torch.Tensor:
     "The first neighbours of the points `chunk` from their whole float64 rows of scores: the best, ties to the lowest index."
@@ -214,14 +246,14 @@ def _whole_rows(rows: torch.Tensor, chunk: torch.Tensor, distance: str, slack: f
     return torch.where(tied, torch.arange(len(rows), device=rows.device), len(rows)).amin(1)
 
 def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None, threads: int | None = None) -> torch.Tensor:
-    "The first neighbours (N,) of checked (N, D) `points`, on one CPU thread but for the products of many points (on `threads`, default torch's)."
+    "The first neighbours (N,) of checked (N, D) `points`, on one CPU thread, or for many points on `threads` (default torch's) of one each."
     if threads is None:
         with _one_thread(points.device) as threads: return _first_neighbours(points, distance, block_size, threads)
-    many = len(points) ** 2 * points.shape[1] >= _THREADED_PRODUCT
+    many = len(points) ** 2 * points.shape[1] >= _THREADED_STRIPS and points.device.type == "cpu"
     return _screened_first_neighbours(points, distance, block_size, threads if many else 1)
 
 def _screened_first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None, threads: int = 1) -> torch.Tensor:
-    "The first neighbours (N,) of checked (N, D) `points`: float32 screening, float64 decision of the close calls."
+    "The first neighbours (N,) of checked (N, D) `points`: float32 screening (on `threads` CPU threads), float64 decision of the close calls."
     count, dim = points.shape
     device = points.device
     if count == 1: return torch.zeros(1, dtype=torch.long, device=device)

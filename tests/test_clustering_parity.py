@@ -8,6 +8,7 @@ point's nearest neighbour beats the next candidate by a clear margin, or the can
 grids), where both implementations take the lowest index. "Clear" is 5e-7 of the data's scale, about eight float32
 rounding units.
 """
+import os
 import warnings
 
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 import torch
 from scipy.spatial.distance import cdist
 
+from fedlearn_nb import clustering
 from fedlearn_nb.clustering import DISTANCES, canonical_labels, finch, weighted_finch
 
 with warnings.catch_warnings():
@@ -152,6 +154,26 @@ def test_weighted_finch_partitions_are_finch_partitions():
         np.testing.assert_array_equal(star.as_matrix(), reference)
         for labels, cluster_weights in zip(star.partitions, star.weights):
             np.testing.assert_allclose(cluster_weights.numpy(), np.bincount(labels, weights=weights), rtol=1e-6)
+
+
+def test_threads_give_the_one_thread_hierarchy(monkeypatch):
+    "With the strips shared among 2 or 3 threads (forced at every size), every partition is the one-thread one, and the reference's."
+    monkeypatch.setattr(clustering, "_THREADED_STRIPS", 0)
+    cases = [(CASES["blobs 2000x64"][0], DISTANCES), (_with_duplicates(15, 1200, 16, 10), DISTANCES)]
+    threads = torch.get_num_threads()
+    try:
+        for points, distances in cases:
+            points = points.astype(np.float32)
+            for distance in distances:
+                torch.set_num_threads(1)
+                alone = finch(points, distance).as_matrix()
+                for count in (2, 3):
+                    torch.set_num_threads(count)
+                    np.testing.assert_array_equal(finch(points, distance).as_matrix(), alone)
+                np.testing.assert_array_equal(alone, _reference(points, distance)[0])
+    finally:
+        torch.set_num_threads(threads)
+    assert (os.getpid(), 3) in clustering._POOLS  # the threads did run
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
