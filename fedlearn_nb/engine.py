@@ -17,7 +17,7 @@ import json
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -119,7 +119,7 @@ class RunningAverage:
         if weights.ndim != 1 or len(weights) == 0: raise ValueError("nothing to average: no weights were given")
         if (weights < 0).any() or weights.sum() <= 0: raise ValueError(f"weights must be non-negative with a positive sum, got {weights}")
         self.weights, self.count = weights / weights.sum(), 0
-        self.keys, self.floats, self._sum, self._others = None, [], [], []
+        self.keys, self.floats, self._sum, self._others, self._sizes = None, [], [], [], None
 
     def add(self, parameters: Mapping[str, torch.Tensor]) -> SummedParameters:
         "Add the next dict, $S \\leftarrow S + w_k \\theta_k$ on its float entries (the others, counters, are kept to average at the end); what stands in for it."
@@ -396,13 +396,12 @@ def make_optimizer(self: Algorithm, parameters: Iterable[nn.Parameter], context:
     parameters = [p for p in parameters if p.requires_grad]
     if any(getattr(type(self), hook, None) is not getattr(Algorithm, hook, None) for hook in ("make_optimizer", "step")):
         return self.training.make_optimizer(parameters)  # an override may keep the optimiser: a new one each time
-    training = self.training
-    key = (training.optimizer.lower(), training.lr, training.momentum, training.weight_decay, *map(id, parameters))
-    kept = self.__dict__.get("_loop_optimizer")
-    if kept is None or kept[0] != key:
-        self._loop_optimizer = kept = (key, training.make_optimizer(parameters))
-        return kept[1]
-    optimizer = kept[1]
+    training, ids = self.training, tuple(map(id, parameters))
+    kept = self.__dict__.get("_loop_optimizer")  # (a copy of the settings it was made with, its parameters' ids, it)
+    if kept is None or kept[0] != training or kept[1] != ids:
+        self._loop_optimizer = kept = (replace(training), ids, training.make_optimizer(parameters))
+        return kept[2]
+    optimizer = kept[2]
     optimizer.state = collections.defaultdict(dict)        # no momentum or moments from the last client
     for group in optimizer.param_groups: group.update(optimizer.defaults)
     return optimizer
