@@ -1,5 +1,9 @@
 "Shared pytest fixtures and options for fedlearn_nb's test suite."
+import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,3 +31,33 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def project_root() -> Path:
     return ROOT
+
+
+# ---------------------------------------------------------------- the documentation sites, built once per worker
+# test_docs_site.py (in Chromium) and test_links.py (every link) read the same two sites. Both modules carry
+# xdist_group("sites"), so that `pytest -n 2 --dist loadgroup` runs them on one worker and each site is built once.
+FIGURE_CHAPTER = os.environ.get("FEDLEARN_DOCS_FIGURE_CHAPTER", "03_partition")
+
+
+@pytest.fixture(scope="session")
+def project_site(tmp_path_factory):
+    "The project's site, built by the command line with one chapter executed (so that it has figures): (folder, report)."
+    dest = tmp_path_factory.mktemp("docs") / "site"
+    execute = FIGURE_CHAPTER if (ROOT / "nbs" / f"{FIGURE_CHAPTER}.ipynb").exists() else "-none-"
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "fedlearn_nb.tools.docs", "--path", str(ROOT), "--dest", str(dest),
+                             "--execute-only", execute, "--no-progress"], capture_output=True, text=True, timeout=900)
+    seconds = time.perf_counter() - start
+    assert result.returncode == 0, f"the site build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    print(f"site built in {seconds:.1f}s\n{result.stdout[-3000:]}")
+    return dest, json.loads((dest / "build_report.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def example_site(tmp_path_factory):
+    "The docs tool's example project (a chapter with a figure and an equation, two paper pages), built and executed."
+    from fedlearn_nb.tools.docs import build_site, make_example_project
+    folder = tmp_path_factory.mktemp("example")
+    project = make_example_project(folder / "demo")
+    report = build_site(project, folder / "site", execute=True)
+    return folder / "site", report

@@ -20,6 +20,10 @@ class Pooled:
     def __init__(self, splits, classes): self.x, self.y, self.classes, self.name = torch.cat([s.x for s in splits]), torch.cat([s.y for s in splits]), classes, "digits"
 
 
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = pytest.mark.xdist_group("batched_clients")
+
+
 @pytest.fixture(scope="module")
 def digits():
     "The embedded digits (40 training images per class and domain): two clients per domain, and eight uneven clients."

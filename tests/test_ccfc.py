@@ -18,6 +18,10 @@ from fedlearn_nb.algorithms.ccfc import CCFC, SCFC, ccfc_mlp
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = pytest.mark.xdist_group("ccfc")
+
+
 @pytest.fixture(scope="module")
 def digits():
     "The embedded stand-in, train and test merged, at 16x16, over 10 clients at p = 0 (IID)."

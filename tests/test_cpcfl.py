@@ -13,6 +13,10 @@ from fedlearn_nb.algorithms.ifca import IFCA, cluster_identities
 TINY = dict(epochs=1, batch_size=64, image_size=8, padding=1, max_samples=128)
 
 
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = pytest.mark.xdist_group("cpcfl")
+
+
 @pytest.fixture(scope="module")
 def digits():
     return load_dataset("digits", split="train"), load_dataset("digits", split="test")

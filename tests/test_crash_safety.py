@@ -18,7 +18,9 @@ from fedlearn_nb.core import torch_generator
 from fedlearn_nb.engine import CHECKPOINT_NAME, History, RunConfig, run, run_folder
 from fedlearn_nb.federation import FederatedData
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the kill tests fork a child process (POSIX only)")
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = [pytest.mark.skipif(not hasattr(os, "fork"), reason="the kill tests fork a child process (POSIX only)"),
+              pytest.mark.xdist_group("crash_safety")]
 RESULT_FILES = ("config.json", "history.json", "history.csv", "clients.csv")
 ROUNDS = 3
 

@@ -22,11 +22,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-# The chapter executed by the build so that its figures exist: small, low in the layer stack, and with a figure.
+# The chapter the build executes so that its figures exist (conftest.py): small, low in the layer stack, with a figure.
 FIGURE_CHAPTER = os.environ.get("FEDLEARN_DOCS_FIGURE_CHAPTER", "03_partition")
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium; "
-                                                          ".ci/run installs it)")
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium; "
+                                                           ".ci/run installs it)"),
+              pytest.mark.xdist_group("sites")]  # the sites (conftest.py) are built once, on the worker of test_links.py
 
 
 # ---------------------------------------------------------------- a tiny web server and a headless browser
@@ -172,20 +173,6 @@ HEADING = "[document.title, (document.querySelector('main h1') || {}).textConten
 
 
 # ---------------------------------------------------------------- the project's own site
-@pytest.fixture(scope="module")
-def project_site(tmp_path_factory):
-    "The project's site, built by the command line with one chapter executed (so that it has figures)."
-    dest = tmp_path_factory.mktemp("docs") / "site"
-    execute = FIGURE_CHAPTER if (ROOT / "nbs" / f"{FIGURE_CHAPTER}.ipynb").exists() else "-none-"
-    start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "fedlearn_nb.tools.docs", "--path", str(ROOT), "--dest", str(dest),
-                             "--execute-only", execute], capture_output=True, text=True, timeout=900)
-    seconds = time.perf_counter() - start
-    assert result.returncode == 0, f"the site build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
-    print(f"site built in {seconds:.1f}s\n{result.stdout[-3000:]}")
-    return dest, json.loads((dest / "build_report.json").read_text())
-
-
 def test_project_site_in_chromium(project_site, serve, browser, tmp_path):
     from fedlearn_nb.tools.docs import read_sidebar, site_path
     site, report = project_site
@@ -263,15 +250,6 @@ def test_project_site_in_chromium(project_site, serve, browser, tmp_path):
 
 
 # ---------------------------------------------------------------- the example project: figures, papers, results
-@pytest.fixture(scope="module")
-def example_site(tmp_path_factory):
-    from fedlearn_nb.tools.docs import build_site, make_example_project
-    folder = tmp_path_factory.mktemp("example")
-    project = make_example_project(folder / "demo")
-    report = build_site(project, folder / "site", execute=True)
-    return folder / "site", report
-
-
 def test_example_site_in_chromium(example_site, serve, browser, tmp_path):
     site, report = example_site
     base = serve(site)

@@ -46,6 +46,10 @@ def crash_after(n):
     return callback
 
 
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = pytest.mark.xdist_group("engine")
+
+
 @pytest.fixture(scope="module")
 def federation():
     torch.set_num_threads(1)

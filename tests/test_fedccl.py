@@ -14,6 +14,9 @@ from fedlearn_nb.partition import partition_dirichlet
 import fedlearn_nb.algorithms.fedccl as fedccl
 
 
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = pytest.mark.xdist_group("fedccl")
+
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():

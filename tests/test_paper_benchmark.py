@@ -29,6 +29,10 @@ def test_registered_as_a_benchmark_not_a_paper():
     assert "benchmark" not in set(reproduction_status(ROOT / "papers" / "results").paper)
 
 
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = pytest.mark.xdist_group("paper_benchmark")
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     results = tmp_path_factory.mktemp("benchmark_smoke")

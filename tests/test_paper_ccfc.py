@@ -11,6 +11,10 @@ METHODS = ["KM", "FCM", "k-FED", "FFCM", "SDA-FC-KM", "SDA-FC-FCM", "PPFC-GAN", 
 P_VALUES = [0.0, 0.25, 0.5, 0.75, 1.0]
 
 
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = pytest.mark.xdist_group("paper_ccfc")
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory) -> Path:
     papermill = pytest.importorskip("papermill")

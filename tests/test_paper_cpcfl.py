@@ -12,6 +12,10 @@ TABLES = ["1", "2", "3", "4", "5", "5_relevance", "6", "A.13", "7", "8", "9", "1
           "B.18", "B.19", "C.20", "D.21", "E.22"]
 
 
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = pytest.mark.xdist_group("paper_cpcfl")
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("cpcfl-smoke")

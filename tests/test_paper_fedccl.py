@@ -19,6 +19,10 @@ def execute(output: Path, **parameters) -> Path:
     return executed
 
 
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = pytest.mark.xdist_group("paper_fedccl")
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory) -> Path:
     results = tmp_path_factory.mktemp("fedccl_smoke")

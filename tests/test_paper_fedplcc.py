@@ -20,6 +20,10 @@ def test_parameters_cell_is_tagged():
     assert all(not c.get("outputs") for c in cells if c["cell_type"] == "code"), "commit the paper notebook without outputs"
 
 
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = pytest.mark.xdist_group("paper_fedplcc")
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     results = tmp_path_factory.mktemp("fedplcc_smoke")

@@ -24,6 +24,10 @@ def _idx_labels(path: Path) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8, offset=8).astype(np.int64)
 
 
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = pytest.mark.xdist_group("partition_real")
+
+
 @pytest.fixture(scope="module")
 def mnist_all() -> np.ndarray:
     "MNIST train + test labels, concatenated as CCFC does (70,000)."

@@ -28,6 +28,10 @@ def saved_model(path, model):
     return torch.load(path, weights_only=True)
 
 
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = pytest.mark.xdist_group("pretrained")
+
+
 @pytest.fixture(scope="module")
 def resnet18_file(tmp_path_factory):
     "A full torchvision ResNet-18 (fc included), as `torch.save(resnet18(weights=...).state_dict(), path)` writes it."

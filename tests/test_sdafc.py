@@ -16,6 +16,10 @@ SMALL = dict(gan_width=8, gan_hidden_dim=32, noise_dim=16, lr_generator=2e-3, lr
 SHORT = LocalTraining(steps=5, batch_size=32)
 
 
+# One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
+pytestmark = pytest.mark.xdist_group("sdafc")
+
+
 @pytest.fixture(scope="module")
 def digits():
     "The embedded digits (train and test) at 16x16 over 10 clients at p = 0.5."
