@@ -174,7 +174,7 @@ HEADING = "[document.title, (document.querySelector('main h1') || {}).textConten
 
 # ---------------------------------------------------------------- the project's own site
 def test_project_site_in_chromium(project_site, serve, browser, tmp_path):
-    from fedlearn_nb.tools.docs import read_sidebar, site_path
+    from fedlearn_nb.tools.docs import read_sidebar
     site, report = project_site
     base = serve(site)
     failed = [p for p in report["pages"] if p["executed"] == "failed"]
