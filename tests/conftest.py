@@ -40,10 +40,16 @@ FIGURE_CHAPTER = os.environ.get("FEDLEARN_DOCS_FIGURE_CHAPTER", "03_partition")
 
 
 @pytest.fixture(scope="session")
-def project_site(tmp_path_factory):
+def figure_chapter() -> str:
+    "The chapter that the project's site build executes, so that its figures exist: small, low in the layer stack, with a figure."
+    return FIGURE_CHAPTER
+
+
+@pytest.fixture(scope="session")
+def project_site(tmp_path_factory, figure_chapter):
     "The project's site, built by the command line with one chapter executed (so that it has figures): (folder, report)."
     dest = tmp_path_factory.mktemp("docs") / "site"
-    execute = FIGURE_CHAPTER if (ROOT / "nbs" / f"{FIGURE_CHAPTER}.ipynb").exists() else "-none-"
+    execute = figure_chapter if (ROOT / "nbs" / f"{figure_chapter}.ipynb").exists() else "-none-"
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "fedlearn_nb.tools.docs", "--path", str(ROOT), "--dest", str(dest),
                              "--execute-only", execute, "--no-progress"], capture_output=True, text=True, timeout=900)

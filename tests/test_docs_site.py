@@ -22,8 +22,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-# The chapter the build executes so that its figures exist (conftest.py): small, low in the layer stack, with a figure.
-FIGURE_CHAPTER = os.environ.get("FEDLEARN_DOCS_FIGURE_CHAPTER", "03_partition")
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium; "
                                                            ".ci/run installs it)"),
@@ -173,7 +171,7 @@ HEADING = "[document.title, (document.querySelector('main h1') || {}).textConten
 
 
 # ---------------------------------------------------------------- the project's own site
-def test_project_site_in_chromium(project_site, serve, browser, tmp_path):
+def test_project_site_in_chromium(project_site, figure_chapter, serve, browser, tmp_path):
     from fedlearn_nb.tools.docs import read_sidebar
     site, report = project_site
     base = serve(site)
@@ -206,8 +204,8 @@ def test_project_site_in_chromium(project_site, serve, browser, tmp_path):
         assert browser.evaluate("document.querySelectorAll('#sidebar a.active').length") == 1, link
 
     # the executed chapter's figures are there: loaded images of non-zero size
-    chapter = next((p for p in report["pages"] if Path(p["source"]).stem == FIGURE_CHAPTER), None)
-    if chapter is None: pytest.skip(f"nbs/{FIGURE_CHAPTER}.ipynb does not exist yet: no figures to check on the project's site")
+    chapter = next((p for p in report["pages"] if Path(p["source"]).stem == figure_chapter), None)
+    if chapter is None: pytest.skip(f"nbs/{figure_chapter}.ipynb does not exist yet: no figures to check on the project's site")
     assert chapter["executed"] in ("yes", "cached"), chapter
     browser.open(base + chapter["page"])
     images = browser.evaluate(IMAGES)
