@@ -119,7 +119,8 @@ class RunningAverage:
         if weights.ndim != 1 or len(weights) == 0: raise ValueError("nothing to average: no weights were given")
         if (weights < 0).any() or weights.sum() <= 0: raise ValueError(f"weights must be non-negative with a positive sum, got {weights}")
         self.weights, self.count = weights / weights.sum(), 0
-        self.keys, self.floats, self._sum, self._others, self._sizes = None, [], [], [], None
+        self.keys, self.floats, self.others = None, [], []   # all names, the float ones (summed), the others (counters)
+        self._sum, self._others, self._sizes = [], [], None
 
     def add(self, parameters: Mapping[str, torch.Tensor]) -> SummedParameters:
         "Add the next dict, $S \\leftarrow S + w_k \\theta_k$ on its float entries (the others, counters, are kept to average at the end); what stands in for it."
@@ -128,12 +129,13 @@ class RunningAverage:
         if self.keys is None:
             self.keys = list(parameters)
             self.floats = [k for k in self.keys if torch.is_floating_point(parameters[k])]
+            self.others = [k for k in self.keys if k not in self.floats]
+            self._sizes = {k: torch.empty(v.shape, dtype=v.dtype, device="meta") for k, v in parameters.items()}
             if self.floats: self._sum = torch._foreach_mul([parameters[k] for k in self.floats], weight)
         else:
             if list(parameters) != self.keys: raise ValueError("the parameter dicts to average have different keys")
             if self.floats: torch._foreach_add_(self._sum, [parameters[k] for k in self.floats], alpha=weight)
-        self._others.append([parameters[k] for k in self.keys if k not in self.floats])
-        if self.count == 0: self._sizes = {k: torch.empty(v.shape, dtype=v.dtype, device="meta") for k, v in parameters.items()}
+        self._others.append([parameters[k] for k in self.others])
         self.count += 1
         return SummedParameters(self, self.count - 1, self._sizes)
 
@@ -141,7 +143,7 @@ class RunningAverage:
         "The average, once every dict has been added (integer entries rounded to the nearest integer)."
         if self.count != len(self.weights): raise ValueError(f"{self.count} parameter dicts were added for {len(self.weights)} weights")
         out: Parameters = dict(zip(self.floats, self._sum))
-        for j, k in enumerate(k for k in self.keys if k not in self.floats):
+        for j, k in enumerate(self.others):
             stacked = torch.stack([values[j].double() for values in self._others])
             value = (torch.as_tensor(self.weights, dtype=torch.float64, device=stacked.device).view(-1, *[1] * (stacked.dim() - 1)) * stacked).sum(0)
             out[k] = value.round().to(self._others[0][j].dtype)
