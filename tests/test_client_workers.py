@@ -1,6 +1,6 @@
 """Clients trained in worker processes (`client_workers=2`) give the history of clients trained in the loop, bit for bit.
 
-Every registered algorithm that declares `independent_clients = True` runs its golden set-up (tests/test_golden_history.py:
+Every registered algorithm that declares `independent_clients = True` runs its golden set-up (tests/golden_histories.py:
 the main job's config, 2 rounds of 3 local steps) with two workers and with none: the histories must be equal (with one
 math thread in the loop, as here; with more threads in the loop they agree to float rounding). An algorithm that does not
 declare it keeps the loop, and the engine says why. The engine chapter (nbs/11_engine.ipynb) checks the rest: a round's
@@ -16,7 +16,7 @@ import torch
 from fedlearn_nb.algorithms.fedavg import FedAvg
 from fedlearn_nb.engine import (ClientUpdateError, RunConfig, build_algorithm, build_federated_data, build_model_for, run,
                                 run_experiment, worker_obstacles)
-from test_golden_history import GOLDEN_HISTORIES, compare, golden_config, registered_algorithms
+from golden_histories import check, golden_config, registered_algorithms
 
 NAMES = registered_algorithms()
 DECLARED = [name for name in NAMES if not worker_obstacles(build_algorithm(golden_config(name, "unused")))]
@@ -72,7 +72,8 @@ def test_an_undeclared_algorithm_runs_in_the_loop_and_warns():
                                 progress=False, client_workers=2)
     assert any("independent_clients" in str(w.message) for w in caught), [str(w.message) for w in caught]
     assert algorithm.updates == config.rounds * data.num_clients
-    assert not compare(GOLDEN_HISTORIES["fedavg"], [dict(r) for r in result.records])
+    problems, how = check("fedavg", [dict(r) for r in result.records])    # FedAvg's recorded history, as this processor warrants
+    assert not problems, (how, problems[:5])
 
 
 # a few more rounds where the golden two do not reach a state the client update reads: CP-CFL's choice by loss after its
@@ -108,7 +109,7 @@ def test_synthetic_images_kept_for_reuse_come_back_from_the_workers(tmp_path):
     first = reused(tmp_path / "first")
     assert len(sdafc._SYNTHETIC_CACHE) == len(first[0]["participants"]) == 5     # one client per domain of digits5lite
     second = reused(tmp_path / "second")
-    assert second.same_as(first) and not compare(GOLDEN_HISTORIES["sdafc_km"], [dict(r) for r in second.records])
+    assert second.same_as(first) and not check("sdafc_km", [dict(r) for r in second.records])[0]
 
 
 def test_an_error_in_a_worker_names_the_client(tmp_path, monkeypatch):

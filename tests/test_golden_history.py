@@ -1,165 +1,65 @@
-"""Golden histories: every registered algorithm, run on the embedded data with a fixed seed, must give the recorded history.
+"""Golden histories: every registered algorithm, run on the embedded data with a fixed seed, computes what was recorded.
 
-The histories in `tests/golden/histories.json` (every metric of every round, and the bytes sent each way) were recorded
-before the code was reorganised; a change that alters any of them changes what a user's run computes. A change that is
-*meant* to alter a result re-records that algorithm's history in a commit of its own that says why:
-
-    python tests/test_golden_history.py --record fedavg,moon      # or --record all
-
-The same code on another processor can round differently (the kernels torch picks depend on the instruction set:
-AVX2 or AVX-512, Intel or AMD), and Adam's normalised steps or a discrete choice (a cluster count, an argmax) can turn
-that last-bit rounding into a different history. So a processor whose rounding differs from the default recording's
-keeps its own recording in `tests/golden/platforms/<platform>.json`, used instead of the default on that processor:
-
-    python tests/test_golden_history.py --record-platform all     # record this processor's histories (from code whose
-                                                                  # default histories pass elsewhere: never to hide a change)
+How runs are compared, on this processor and on others, and how to re-record: see tests/golden_histories.py.
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import math
+import os
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-GOLDEN = ROOT / "tests" / "golden" / "histories.json"
-PLATFORMS = ROOT / "tests" / "golden" / "platforms"          # per-processor recordings (see the module's docstring)
-RECORDED_WITH = ROOT / "tests" / "golden" / "versions.json"   # the torch build the histories were recorded with
-# relative tolerance on floats: the same code on the same torch is bit-identical; the slack only absorbs a different
-# BLAS/torch build summing in another order (a reorganisation that changes *what* is computed moves far more than this)
-RTOL, ATOL = 1e-5, 1e-7
-# per algorithm: what differs from the main job's config (digits5lite, one client per domain, fedccl_cnn4, Adam)
-SPECIAL = {
-    "ccfc": dict(model="ccfc_simsiam", model_kwargs=dict(latent_dim=32, projector_hidden_dim=32, predictor_hidden_dim=8),
-                 algorithm_kwargs=dict(pretrain_rounds=1, kmeans_n_init=1)),
-    "scfc": dict(model="ccfc_simsiam", model_kwargs=dict(latent_dim=32, projector_hidden_dim=32, predictor_hidden_dim=8),
-                 algorithm_kwargs=dict(kmeans_n_init=1)),
-    "fedcclplus": dict(algorithm_kwargs=dict(attack_steps=2)),
-    "fedavgplus": dict(algorithm_kwargs=dict(attack_steps=2)),
-    # the GAN baselines of CCFC: small GANs, few synthetic images, one k-means restart (and a one-epoch DCN)
-    "sdafc_km": dict(algorithm_kwargs=dict(gan_width=8, gan_hidden_dim=32, synthetic_per_client=64, kmeans_n_init=1)),
-    "sdafc_fcm": dict(algorithm_kwargs=dict(gan_width=8, gan_hidden_dim=32, synthetic_per_client=64, kmeans_n_init=1)),
-    "ppfcgan": dict(algorithm_kwargs=dict(gan_width=8, gan_hidden_dim=32, synthetic_per_client=64, kmeans_n_init=1,
-                                          pretrain_epochs=1, dcn_epochs=1, dcn_batch_size=64, decoder_hidden_dims=(64,))),
-}
+from golden_histories import (DEFAULT_HISTORIES, FIRST_STEP_RECORDINGS, GOLDEN, PLATFORMS, ROOT, RECORDED_WITH, check, compare,
+                              compare_first_steps, compare_invariants, digest, platform, platform_file, record_run,
+                              registered_algorithms)
+
+UNKNOWN = {"torch": torch.__version__, "capability": "SIMULATED", "vendor": "UnknownVendor", "extensions": ["avx9"]}
 
 
-def golden_config(name: str, results_dir: str):
-    "The recorded run of algorithm `name`: the main job's set-up, 2 rounds of 3 local steps, seed 0."
-    from fedlearn_nb.tools.main import main_config
-    special = SPECIAL.get(name, {})
-    config = main_config(name, rounds=2, seed=0, results_dir=results_dir, local_steps=3, **{k: v for k, v in special.items() if k != "algorithm_kwargs"})
-    config.algorithm_kwargs.update(special.get("algorithm_kwargs", {}))
-    return config
-
-
-def record_history(name: str) -> list[dict]:
-    "Run algorithm `name`'s golden config in a temporary folder and return its per-round records."
-    from fedlearn_nb.engine import run
-    torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as folder:
-        history = run(golden_config(name, folder), resume=False, progress=False)
-    return json.loads(json.dumps(history.records, default=float))
-
-
-def registered_algorithms() -> list[str]:
-    from fedlearn_nb import engine
-    engine._import_all_algorithms()
-    return sorted(engine.ALGORITHMS)
-
-
-def _same(recorded, got) -> bool:
-    "Equal, floats to RTOL/ATOL, recursing into per-client lists and dicts."
-    if isinstance(recorded, dict) and isinstance(got, dict):
-        return recorded.keys() == got.keys() and all(_same(recorded[k], got[k]) for k in recorded)
-    if isinstance(recorded, list) and isinstance(got, list):
-        return len(recorded) == len(got) and all(_same(a, b) for a, b in zip(recorded, got))
-    if isinstance(recorded, float) or isinstance(got, float):
-        if recorded is None or got is None: return recorded is got
-        if math.isnan(recorded) or math.isnan(got): return math.isnan(recorded) and math.isnan(got)
-        return math.isclose(recorded, got, rel_tol=RTOL, abs_tol=ATOL)
-    return recorded == got
-
-
-def compare(recorded: list[dict], got: list[dict]) -> list[str]:
-    "Every difference between two histories, one line each (empty: identical)."
-    problems = [] if len(recorded) == len(got) else [f"{len(got)} rounds recorded, expected {len(recorded)}"]
-    for expected, actual in zip(recorded, got):
-        for key in sorted(set(expected) | set(actual)):
-            if key not in actual: problems.append(f"round {expected.get('round')}: metric {key!r} is missing")
-            elif key not in expected: problems.append(f"round {expected.get('round')}: new metric {key!r}")
-            elif not _same(expected[key], actual[key]):
-                problems.append(f"round {expected.get('round')}: {key} = {actual[key]!r}, recorded {expected[key]!r}")
-    return problems
-
-
-def platform() -> dict:
-    "What decides torch's CPU rounding here: its build, the instruction set its kernels use, the processor's vendor and vector extensions."
-    flags, vendor = set(), "unknown"
-    info = Path("/proc/cpuinfo")
-    if info.is_file():
-        for line in info.read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "vendor_id": vendor = value.strip()
-            if key.strip() == "flags": flags = set(value.split()); break
-    extensions = sorted(f for f in flags if f.startswith(("avx", "amx", "fma")))
-    return {"torch": torch.__version__, "capability": torch.backends.cpu.get_cpu_capability(), "vendor": vendor, "extensions": extensions}
-
-
-def platform_file(described: dict | None = None) -> Path:
-    "The recording of the platform `described` (default: this one): its name spells the build, vendor and instruction set, and a digest of the extensions."
-    described = described or platform()
-    digest = hashlib.sha256(" ".join(described["extensions"]).encode()).hexdigest()[:8]
-    name = f"torch{described['torch']}-{described['vendor']}-{described['capability']}-{digest}".replace("+", "_")
-    return PLATFORMS / f"{name}.json"
-
-
-def load_golden() -> tuple[dict, str]:
-    "The histories to compare with on this platform (its own recording if there is one, else the default) and where they come from."
-    own = platform_file()
-    if own.is_file(): return json.loads(own.read_text())["histories"], str(own.relative_to(ROOT))
-    return (json.loads(GOLDEN.read_text()) if GOLDEN.is_file() else {}), str(GOLDEN.relative_to(ROOT))
-
-
-GOLDEN_HISTORIES, GOLDEN_SOURCE = load_golden()
-
-
-def torch_note() -> str:
-    "A hint when the running torch differs from the one the histories were recorded with (empty when it is the same)."
-    if GOLDEN_SOURCE != str(GOLDEN.relative_to(ROOT)): return f"\n(compared with this processor's recording {GOLDEN_SOURCE})"
+def hint(name: str, how: str) -> str:
+    "What to check when `name`'s run differs from its recordings."
     recorded = json.loads(RECORDED_WITH.read_text()).get("torch") if RECORDED_WITH.is_file() else None
-    if recorded in (None, torch.__version__):
-        here = platform()
-        return (f"\n(compared with the default recording; this processor ({here['vendor']}, {here['capability']}) has none of its "
-                f"own. If the code is not the cause (check out the last commit whose CI passed and run this test there), record "
-                f"this processor's histories from that commit: python tests/test_golden_history.py --record-platform all)")
-    return (f"\n(recorded with torch {recorded}, running torch {torch.__version__}: another torch build sums in another "
-            "order, and a method with discrete steps, such as a sign-gradient attack or a cluster count, can turn that "
-            "rounding into a different result; re-record only after checking that the code is not the cause)")
+    lines = [f"(compared: {how})"]
+    if recorded not in (None, torch.__version__):
+        lines.append(f"(the default was recorded with torch {recorded}, this is torch {torch.__version__}: re-record only after "
+                     "checking that the code is not the cause)")
+    if how.startswith("exact"):
+        lines.append("(if the code is not the cause, check out the last commit whose CI passed and run this test there; if it "
+                     "fails there too, this processor's own recording is stale: python tests/golden_histories.py --record-platform "
+                     f"{name})")
+    return "\n".join(lines)
 
 
-def test_every_registered_algorithm_has_a_golden_history():
-    assert sorted(GOLDEN_HISTORIES) == registered_algorithms(), "record the new algorithm: python tests/test_golden_history.py --record NAME"
+def test_every_registered_algorithm_has_a_golden_history_and_first_steps():
+    assert sorted(DEFAULT_HISTORIES) == registered_algorithms(), "record the new algorithm: python tests/golden_histories.py --record NAME"
+    assert sorted(FIRST_STEP_RECORDINGS) == registered_algorithms(), "record it: python tests/golden_histories.py --record NAME"
 
 
-@pytest.mark.parametrize("name", sorted(GOLDEN_HISTORIES))
+@pytest.mark.parametrize("name", sorted(DEFAULT_HISTORIES))
 def test_history_is_unchanged(name):
-    problems = compare(GOLDEN_HISTORIES[name], record_history(name))
-    assert not problems, f"{name}'s history changed:\n" + "\n".join(problems[:20]) + torch_note()
+    history, steps = record_run(name)
+    problems, how = check(name, history, steps)
+    assert not problems, f"{name}'s history changed:\n" + "\n".join(problems[:20]) + "\n" + hint(name, how)
 
 
-def test_platform_recordings_are_complete_and_named_for_their_platform():
+def test_platform_recordings_match_the_default():
+    "Each processor's recording is named for it, says where it came from, and was made beside today's default of each algorithm."
+    names = set(registered_algorithms())
     for path in sorted(PLATFORMS.glob("*.json")):
         recording = json.loads(path.read_text())
         assert platform_file(recording["platform"]).name == path.name, f"{path.name} holds the recording of another platform"
-        assert sorted(recording["histories"]) == registered_algorithms(), f"{path.name}: record every algorithm (--record-platform all)"
-        assert recording["recorded_from"], f"{path.name}: say which commit the histories were recorded from"
+        assert set(recording["histories"]) <= names, f"{path.name}: recordings of unregistered algorithms {sorted(set(recording['histories']) - names)}"
+        assert set(recording["recorded"]) == set(recording["histories"]), f"{path.name}: say where each history was recorded from"
+        for name, history in recording["histories"].items():
+            made_beside = recording["recorded"][name]
+            assert made_beside["from"], f"{path.name}: say which commit {name} was recorded from"
+            assert made_beside["default"] == digest(DEFAULT_HISTORIES[name]), (
+                f"{path.name}: {name}'s default history was re-recorded but this processor's was kept; drop it or re-record it "
+                "(python tests/golden_histories.py --record NAME drops the others)")
+            assert not compare_invariants(name, DEFAULT_HISTORIES[name], history), f"{path.name}: {name} breaks an invariant of the default"
 
 
 def test_compare_sees_a_changed_metric():
@@ -175,27 +75,73 @@ def test_compare_sees_a_changed_metric():
     assert compare(clients, [{"round": 1, "clients": [{"client": 0, "accuracy": 0.5}]}]) != []         # per-client values too
 
 
-if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("--record", "--record-platform"):
-        sys.exit("usage: python tests/test_golden_history.py --record|--record-platform all|NAME[,NAME...]")
-    names = registered_algorithms() if sys.argv[2] == "all" else sys.argv[2].split(",")
-    own = platform_file()
-    if sys.argv[1] == "--record-platform":
-        histories = json.loads(own.read_text())["histories"] if own.is_file() else {}
-    else:
-        histories = json.loads(GOLDEN.read_text()) if GOLDEN.is_file() else {}
-    for name in names:
-        histories[name] = record_history(name)
-        print(f"recorded {name}: {len(histories[name])} rounds")
-    histories = dict(sorted(histories.items()))
-    if sys.argv[1] == "--record-platform":
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
-        own.parent.mkdir(parents=True, exist_ok=True)
-        own.write_text(json.dumps({"platform": platform(), "recorded_from": commit + (" (with uncommitted changes)" if dirty else ""),
-                                   "histories": histories}, indent=1, sort_keys=True) + "\n")
-        print(f"wrote {own.relative_to(ROOT)}")
-    else:
-        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
-        GOLDEN.write_text(json.dumps(histories, indent=1, sort_keys=True) + "\n")
-        RECORDED_WITH.write_text(json.dumps({"torch": torch.__version__}) + "\n")
+def test_invariants_ignore_rounding_but_not_structure():
+    recorded = [{"round": 1, "accuracy": 0.5, "loss": float("nan"), "bytes_up": 1000, "participants": [0, 1],
+                 "clients": [{"client": 0, "num_train": 10, "accuracy": 0.25}]}]
+    assert compare_invariants("fedavg", recorded, [{**recorded[0], "accuracy": 0.9}]) == []              # any number
+    for changed in ({"loss": 0.3}, {"bytes_up": 1001}, {"participants": [0]}, {"clients": [{"client": 0, "num_train": 11, "accuracy": 0.25}]}):
+        assert compare_invariants("fedavg", recorded, [{**recorded[0], **changed}]) != [], changed
+    assert compare_invariants("fedavg", recorded, [{k: v for k, v in recorded[0].items() if k != "accuracy"}]) != []
+    assert compare_invariants("fedccl", recorded, [{**recorded[0], "bytes_up": 1040}]) == []             # a cluster count's rounding
+    assert compare_invariants("fedccl", recorded, [{**recorded[0], "bytes_up": 1100}]) != []
+
+
+def test_the_invariants_hold_between_the_recorded_processors():
+    "The default and every processor's own recording differ in their numbers but share every invariant (real cross-processor data)."
+    recordings = [json.loads(path.read_text())["histories"] for path in sorted(PLATFORMS.glob("*.json"))]
+    assert recordings, "no processor has its own recording"
+    differ = 0
+    for histories in recordings:
+        for name, history in histories.items():
+            assert not compare_invariants(name, DEFAULT_HISTORIES[name], history), name
+            differ += bool(compare(DEFAULT_HISTORIES[name], history))
+    assert differ, "every recording equals the default: the portable comparison is not being exercised by real data"
+
+
+def test_compare_first_steps_absorbs_rounding_and_sees_a_change():
+    recorded = {"losses": [2.3, 2.2], "gradient": [[[6, 3], 0.05, -0.0002], [[6], 0.01, 0.003]], "upload": None}
+    assert compare_first_steps(recorded, json.loads(json.dumps(recorded))) == []
+    assert compare_first_steps(recorded, {**recorded, "losses": [2.3 * (1 + 1e-6), 2.2]}) == []          # rounding
+    assert compare_first_steps(recorded, {**recorded, "losses": [2.3 * 1.001, 2.2]}) != []               # a 0.1 % change
+    assert compare_first_steps(recorded, {**recorded, "losses": [2.3]}) != []                            # a step fewer
+    assert compare_first_steps(recorded, {**recorded, "gradient": [[[6, 3], 0.05 * 1.001, -0.0002], [[6], 0.01, 0.003]]}) != []
+    assert compare_first_steps(recorded, {**recorded, "gradient": [[[6, 3], 0.05, 0.0003], [[6], 0.01, 0.003]]}) != []  # direction
+    assert compare_first_steps(recorded, {**recorded, "gradient": [[[3, 6], 0.05, -0.0002], [[6], 0.01, 0.003]]}) != []  # shape
+    assert compare_first_steps(recorded, {**recorded, "gradient": None, "upload": [[[6], 0.01, 0.0]]}) != []
+
+
+def test_a_deliberate_change_fails_on_this_processor_and_on_an_unknown_one(monkeypatch):
+    "FedAvg's cross-entropy scaled by 1.001: the exact comparison (where there is one) and the portable one both fail."
+    from fedlearn_nb.algorithms.fedavg import FedAvg
+    from fedlearn_nb.engine import Algorithm
+    history, steps = record_run("fedavg")
+    assert not check("fedavg", history, steps, described=UNKNOWN)[0]
+    monkeypatch.setattr(FedAvg, "loss", lambda self, model, x, y, context: 1.001 * Algorithm.loss(self, model, x, y, context))
+    history, steps = record_run("fedavg")
+    problems, how = check("fedavg", history, steps, described=UNKNOWN)
+    assert how.startswith("portable") and any("loss" in line for line in problems), problems
+    if platform_file().is_file() and "fedavg" in json.loads(platform_file().read_text())["histories"]:
+        problems, how = check("fedavg", history, steps)
+        assert how.startswith("exact") and problems
+
+
+SIMULATED = ["ditto", "sdafc_km", "kfed"]   # a history that diverges across processors, a GAN + k-means NMI that does, no gradient step
+
+
+def test_an_unknown_processor_with_other_rounding_passes():
+    """Torch's kernels forced to its plain (non-vectorised) instruction set round differently from every recording, and
+    no processor has a recording named for that: the portable comparison passes where the exact one would not."""
+    script = (f"import sys, json; sys.path.insert(0, {str(ROOT / 'tests')!r}); import golden_histories as g\n"
+              f"for name in {SIMULATED!r}:\n"
+              "    history, steps = g.record_run(name)\n"
+              "    problems, how = g.check(name, history, steps)\n"
+              "    print(json.dumps([name, how, problems, bool(g.compare(g.DEFAULT_HISTORIES[name], history))]))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env={**os.environ, "ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
+    assert [name for name, *_ in results] == SIMULATED
+    for name, how, problems, differs_from_default in results:
+        assert how.startswith("portable"), (name, how)
+        assert not problems, f"{name} on a simulated processor: {problems[:5]}"
+    assert any(differs for *_, differs in results), "the simulated processor rounds like the default: it simulates nothing"
