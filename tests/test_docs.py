@@ -1,4 +1,6 @@
 "The documentation builder without a browser: failures during a build, the command line, the project's own config."
+import json
+import re
 import subprocess
 import sys
 import warnings
@@ -6,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from fedlearn_nb.tools.docs import build_site, make_example_project, read_sidebar, write_notebook
+from fedlearn_nb.tools.docs import build_site, check_output_cache, make_example_project, read_sidebar, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,3 +80,37 @@ def test_the_site_ships_its_math_renderer(tmp_path):
     assert (tmp_path / "site" / MATHJAX_FILE).read_bytes() == mathjax_bundle().read_bytes()
     page = (tmp_path / "site" / "papers" / "alpha.html").read_text()
     assert f'src="../{MATHJAX_FILE}"' in page and "cdn" not in page.lower()
+
+
+# an absolute POSIX path (/home/..., /work/...) or a Windows drive; not a relative path, a URL, a ratio or base64
+ABSOLUTE_PATH = re.compile(r"(?<![\w.:/+=<>~*%&-])/[A-Za-z_][\w.-]*/[\w.-]+|(?<!\w)[A-Za-z]:\\\\+[A-Za-z]")
+
+
+def _published_text(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".ipynb": return text
+    notebook = json.loads(text)  # figures are base64, which is full of slashes: left out
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []):
+            for kind in [k for k in output.get("data", {}) if k.startswith("image/")]: del output["data"][kind]
+    return json.dumps(notebook)
+
+
+def test_no_committed_result_names_a_machines_path():
+    "papers/results is published (the site shows it): no absolute path of the machine a run was made on."
+    assert ABSOLUTE_PATH.search("not found at /work/shared/data/svhn") and ABSOLUTE_PATH.search('"C:\\\\Users\\\\me"')
+    assert not ABSOLUTE_PATH.search("not in the data folder (svhn) at 12.5 img/s, see papers/results/x.csv or https://x.org/a/b")
+    found = {}
+    for path in sorted((ROOT / "papers" / "results").rglob("*")):
+        if path.is_file() and path.suffix in (".csv", ".json", ".md", ".ipynb", ".txt"):
+            hits = ABSOLUTE_PATH.findall(_published_text(path))
+            if hits: found[path.relative_to(ROOT).as_posix()] = sorted(set(hits))[:3]
+    assert not found, f"{len(found)} committed result files name absolute paths, e.g. {dict(list(found.items())[:5])}"
+
+
+def test_the_chapters_figure_cache_is_neither_missing_nor_stale():
+    "Every chapter that draws has its figures in nbs/_outputs for builds that do not execute it, cached from its current cells."
+    problems = check_output_cache(ROOT)
+    assert problems == [], "\n".join(problems)
+    size = sum(p.stat().st_size for p in (ROOT / "nbs" / "_outputs").rglob("*") if p.is_file())
+    assert size < 2_000_000, f"nbs/_outputs holds {size / 1024:.0f} KB: keep the committed figures small"

@@ -216,6 +216,42 @@ def test_project_site_in_chromium(project_site, figure_chapter, serve, browser, 
     _assert_png(screenshot)
     _keep_screenshot(screenshot)
 
+    # a paper page opens with its committed results: a result table above the first code cell, and that code folded
+    browser.open(base + "papers/fedccl.html")
+    order = browser.evaluate("(() => { const t = document.querySelector('main table.fl-table'), c = document.querySelector('main .code_cell'); "
+                             "return [!!t, !!c, !!(t && c && (t.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_FOLLOWING)), "
+                             "!!(c && c.querySelector('details.fl-fold') && !c.querySelector('details.fl-fold').open)]; })()")
+    assert order == [True, True, True, True], f"papers/fedccl.html: [a table, a code cell, the table first, the code folded] = {order}"
+
+    # the reproduction status page shows its tables and its chart, from the committed CSVs, in a build that executed it not
+    status = next(p for p in report["pages"] if p["source"] == "nbs/92_reproduction_status.ipynb")
+    assert status["executed"] == "no", status
+    browser.open(base + status["page"])
+    rows = browser.evaluate("document.querySelectorAll('main table tbody tr').length")
+    assert rows >= 10, f"{status['page']}: {rows} table rows"
+    charts = browser.evaluate(IMAGES)
+    assert charts and all(i["complete"] and i["width"] > 100 for i in charts), charts
+
+    # a chapter that this build did not execute still shows its figures: the committed cache (nbs/_outputs)
+    unexecuted = next(p for p in report["pages"] if p["source"] == "nbs/24_fedccl.ipynb")
+    assert unexecuted["executed"] == "no", unexecuted
+    browser.open(base + unexecuted["page"])
+    figures = browser.evaluate(IMAGES)
+    assert len(figures) >= 2 and all(i["complete"] and i["width"] > 50 and i["height"] > 50 for i in figures), figures
+
+    # the search box finds a word on another page, offline (its index is a script of the site)
+    browser.open(base + "index.html")
+    hits = browser.evaluate("new Promise(done => { const box = document.getElementById('fl-search'); box.value = 'FINCH'; "
+                            "box.dispatchEvent(new Event('input')); const t0 = Date.now(); (function wait() { "
+                            "const links = Array.from(document.querySelectorAll('#fl-search-results a')).map(a => a.getAttribute('href')); "
+                            "if (links.length || Date.now() - t0 > 20000) done(links); else setTimeout(wait, 100); })(); })")
+    assert any(h.startswith("clustering.html") for h in hits), hits
+    screenshot = browser.screenshot(tmp_path / "docs_search.png")
+    _keep_screenshot(screenshot)
+    pager = browser.evaluate("Array.from(document.querySelectorAll('main .fl-pager a')).map(a => a.getAttribute('rel'))")
+    assert pager == ["next"], pager  # the home page: no previous page
+    assert browser.evaluate("document.querySelector('header a.fl-repository').href").startswith("https://github.com/")
+
     # the equations are typeset, offline (the browser reaches no other host): MathJax comes with the site
     content = lambda page: (site / page).read_text().split('<main class="fl-content"', 1)[1]  # not the MathJax config
     with_math = [p for p in report["pages"] if p["kind"] == "chapter" and "$$" in content(p["page"])]
@@ -263,7 +299,7 @@ def test_example_site_in_chromium(example_site, serve, browser, tmp_path):
     assert cells == ["FedAvg", "0.81", "Alpha", "0.87", "FedAvg", "0.52", "Alpha", "0.55"], cells  # quick, then smoke
     images = browser.evaluate(IMAGES)
     assert [(i["width"], i["height"]) for i in images] == [(3, 2)], images
-    assert "Committed results" in browser.evaluate("document.querySelector('main').innerText")
+    assert "All committed results" in browser.evaluate("document.querySelector('main').innerText")  # the summary on top, the rest at the end
     assert browser.evaluate("document.querySelectorAll('main .output_area').length") == 0  # the paper's code did not run
     screenshot = browser.screenshot(tmp_path / "docs_paper.png")
     _assert_png(screenshot, min_bytes=5_000)

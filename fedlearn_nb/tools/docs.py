@@ -16,6 +16,7 @@ import fnmatch
 import hashlib
 import html
 import importlib.util
+import io
 import json
 import os
 import re
@@ -37,14 +38,17 @@ from tqdm.auto import tqdm
 from ..core import KERNEL_ARGUMENTS, atomic_write_json
 
 # %% auto #0
-__all__ = ['SCALES', 'MATHJAX_FILE', 'GENERATED_PAGES', 'write_notebook', 'make_example_project', 'NavEntry', 'NavSection',
-           'site_path', 'DocsWarning', 'read_sidebar', 'execute_notebook', 'execution_cache_key', 'ShowDocRunner',
-           'DocsFilter', 'process_notebook', 'nbformat_json', 'front_matter', 'split_title_cell', 'apply_cell_options',
-           'plain_markdown', 'render_body', 'slugify', 'add_heading_ids', 'relink', 'results_files', 'results_cells',
-           'read_module_index', 'signature_text', 'api_reference_cells', 'mathjax_bundle', 'layout_page', 'page_links',
-           'check_site_links', 'repair_anchors', 'check_markdown_links', 'PageReport', 'BuildReport', 'build_site',
-           'stage_quarto_project', 'render_with_quarto', 'readme_links', 'readme_markdown', 'project_readme',
-           'write_readme', 'main']
+__all__ = ['OUTPUTS_DIR', 'FIGURE_CALLS', 'SCALES', 'MATHJAX_FILE', 'SEARCH_SCRIPT_FILE', 'GENERATED_PAGES', 'write_notebook',
+           'make_example_project', 'NavEntry', 'NavSection', 'site_path', 'DocsWarning', 'read_sidebar',
+           'execute_notebook', 'execution_cache_key', 'cell_digest', 'figure_cells', 'write_output_cache',
+           'fill_from_output_cache', 'check_output_cache', 'refresh_output_cache', 'ShowDocRunner', 'DocsFilter',
+           'process_notebook', 'nbformat_json', 'front_matter', 'split_title_cell', 'apply_cell_options',
+           'plain_markdown', 'render_body', 'slugify', 'add_heading_ids', 'relink', 'results_files', 'summary_files',
+           'results_summary_cells', 'results_position', 'results_cells', 'add_results', 'read_module_index',
+           'signature_text', 'api_reference_cells', 'mathjax_bundle', 'layout_page', 'search_entries',
+           'write_search_index', 'page_links', 'check_site_links', 'repair_anchors', 'check_markdown_links',
+           'PageReport', 'BuildReport', 'repository_url', 'build_site', 'stage_quarto_project', 'render_with_quarto',
+           'readme_links', 'readme_markdown', 'project_readme', 'write_readme', 'main']
 
 # %% ../../nbs/90_docs.ipynb #f62efc1d
 def _code(source: str, **metadata) -> dict:
@@ -312,6 +316,145 @@ def _execute_cached(path: Path, root: Path, library: Path, skip_flags: list[str]
         nbformat.write(executed, cache)
     return executed, "yes", time.perf_counter() - start, ""
 
+# %% ../../nbs/90_docs.ipynb #bf2dc9ff
+OUTPUTS_DIR = "_outputs"  # under nbs/: the committed figures of the chapters, for builds that do not execute them
+FIGURE_CALLS = re.compile(r"plt\.|\.plot\(|\bplot_\w+\(|imshow|subplots|heatmap|\.show\(\)")
+_IMAGE_TYPES = {"image/png": "png", "image/svg+xml": "svg"}
+
+def _want_execution(source: str, execute: bool | Iterable[str]) -> bool:
+    if isinstance(execute, bool): return execute
+    stem = Path(source).stem
+    return any(fnmatch.fnmatch(stem, pattern) or fnmatch.fnmatch(source, pattern) for pattern in execute)
+
+def cell_digest(source: str) -> str:
+    "A short hash of a code cell's source (surrounding whitespace ignored): how the figure cache knows a cell."
+    return hashlib.sha256(source.strip().encode()).hexdigest()[:16]
+
+def _source(cell) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+def figure_cells(notebook) -> list:
+    "The code cells of `notebook` that look like they draw (`FIGURE_CALLS`), leaving out exported cells and `exec_doc` cells (run at every build)."
+    cells = []
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "code": continue
+        if _cell_directives(_source(cell)).keys() & {"export", "exports", "exporti", "exec_doc"}: continue
+        if FIGURE_CALLS.search(_source(cell)): cells.append(cell)
+    return cells
+
+def _compress_png(data: bytes) -> bytes:
+    "`data` as a 256-colour palette PNG when that is smaller."
+    from PIL import Image
+    with Image.open(io.BytesIO(data)) as image:
+        palette = image.convert("RGBA").quantize(colors=256, method=Image.Quantize.FASTOCTREE)
+        out = io.BytesIO()
+        palette.save(out, format="PNG", optimize=True)
+    return out.getvalue() if len(out.getvalue()) < len(data) else data
+
+def write_output_cache(executed, chapter: str | Path, cache_dir: str | Path) -> dict:
+    "Save the figures of `executed` (the executed notebook of `chapter`) under `cache_dir`; returns the manifest (None written when it has nothing)."
+    stem, folder = Path(chapter).stem, Path(cache_dir)
+    shutil.rmtree(folder/stem, ignore_errors=True)
+    manifest = {"chapter": Path(chapter).name, "figures": {}, "no_figure": []}
+    drawing = {id(cell) for cell in figure_cells(executed)}
+    for cell in executed["cells"]:
+        if cell["cell_type"] != "code": continue
+        digest = cell_digest(_source(cell))
+        images = [o for o in cell.get("outputs", []) if o.get("output_type") in ("display_data", "execute_result")
+                  and _IMAGE_TYPES.keys() & o.get("data", {}).keys()]
+        if not images:
+            if id(cell) in drawing: manifest["no_figure"].append(digest)
+            continue
+        files = manifest["figures"].setdefault(digest, [])
+        for output in images:
+            mime = next(m for m in _IMAGE_TYPES if m in output["data"])
+            name = f"{stem}/{digest}-{len(files)}.{_IMAGE_TYPES[mime]}"
+            (folder/name).parent.mkdir(parents=True, exist_ok=True)
+            data = output["data"][mime]
+            data = "".join(data) if isinstance(data, list) else data
+            if mime == "image/png": (folder/name).write_bytes(_compress_png(base64.b64decode(data)))
+            else: (folder/name).write_text(data, encoding="utf-8")
+            files.append({"file": name, "metadata": dict(output.get("metadata", {}).get(mime, {}) or {})})
+    target = folder/f"{stem}.json"
+    if manifest["figures"] or manifest["no_figure"]: atomic_write_json(target, manifest)
+    else: target.unlink(missing_ok=True)
+    return manifest
+
+def fill_from_output_cache(notebook, chapter: str | Path, cache_dir: str | Path) -> tuple[int, list[str]]:
+    "Give the code cells of `notebook` that have no outputs the figures cached for their source; returns (figures added, digests of cached cells no longer in it)."
+    import nbformat
+    manifest_path = Path(cache_dir)/f"{Path(chapter).stem}.json"
+    if not manifest_path.is_file(): return 0, []
+    figures, seen, added = json.loads(manifest_path.read_text(encoding="utf-8"))["figures"], set(), 0
+    for cell in notebook.cells:
+        if cell.cell_type != "code": continue
+        digest = cell_digest(cell.source)
+        if digest not in figures: continue
+        seen.add(digest)
+        if cell.get("outputs"): continue  # executed: its own outputs win
+        for item in figures[digest]:
+            path = Path(cache_dir)/item["file"]
+            if not path.is_file(): continue
+            mime = "image/png" if path.suffix == ".png" else "image/svg+xml"
+            data = base64.b64encode(path.read_bytes()).decode() if mime == "image/png" else path.read_text(encoding="utf-8")
+            cell.outputs.append(nbformat.v4.new_output("display_data", data={mime: data},
+                                                       metadata={mime: item["metadata"]} if item.get("metadata") else {}))
+            added += 1
+    return added, [d for d in figures if d not in seen]
+
+def check_output_cache(project_root: str | Path = ".") -> list[str]:
+    "What is missing or stale in the committed figure cache of the chapters (reads the notebooks, executes nothing)."
+    from nbdev.config import get_config
+    nbs = Path(get_config(Path(project_root).resolve()).nbs_path)
+    cache, problems = nbs/OUTPUTS_DIR, []
+    chapters = [p for p in sorted(nbs.glob("*.ipynb")) if not p.name.startswith(("_", "."))]
+    for chapter in chapters:
+        notebook = json.loads(chapter.read_text(encoding="utf-8"))
+        digests = {cell_digest(_source(c)) for c in notebook["cells"] if c["cell_type"] == "code"}
+        drawing = {cell_digest(_source(c)) for c in figure_cells(notebook)}
+        fix = f"run `fedlearn-docs --refresh-outputs --execute-only {chapter.stem}` and commit nbs/{OUTPUTS_DIR}/"
+        manifest_path = cache/f"{chapter.stem}.json"
+        if not manifest_path.is_file():
+            if drawing: problems.append(f"{chapter.name} draws figures but nbs/{OUTPUTS_DIR}/ has none of them: {fix}")
+            continue
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        new = drawing - set(manifest["figures"]) - set(manifest["no_figure"])
+        gone = set(manifest["figures"]) - digests
+        if new: problems.append(f"{chapter.name}: {len(new)} drawing cell(s) new or changed since its figures were cached: {fix}")
+        if gone: problems.append(f"{chapter.name}: {len(gone)} cached figure(s) belong to cells that are no longer there: {fix}")
+        absent = [i["file"] for items in manifest["figures"].values() for i in items if not (cache/i["file"]).is_file()]
+        if absent: problems.append(f"{chapter.name}: cached figure files missing ({', '.join(absent)}): {fix}")
+    names = {p.stem for p in chapters}
+    for manifest_path in sorted(cache.glob("*.json")):
+        if manifest_path.stem not in names:
+            problems.append(f"nbs/{OUTPUTS_DIR}/{manifest_path.name} caches a chapter that is gone: delete it and nbs/{OUTPUTS_DIR}/{manifest_path.stem}/")
+    return problems
+
+def refresh_output_cache(project_root: str | Path = ".", execute: bool | Iterable[str] = True, jobs: int = 1,
+                         cell_timeout: int = 300, use_cache: bool = True) -> dict[str, str]:
+    "Execute the chapters that draw (all, or those matching the patterns `execute`) and write their figures to the cache; returns chapter -> what happened."
+    import nbformat
+    from nbdev.config import get_config
+    root = Path(project_root).resolve()
+    config = get_config(root)
+    nbs, library = Path(config.nbs_path), Path(config.lib_path)
+    skip_flags = str(config.get("tst_flags", "notest")).split()
+    chapters = [p for p in sorted(nbs.glob("*.ipynb")) if not p.name.startswith(("_", "."))
+                and _want_execution(p.relative_to(root).as_posix(), execute)
+                and (execute is not True or figure_cells(json.loads(p.read_text(encoding="utf-8"))))]
+    done = {}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(_execute_cached, p, root, library, skip_flags, cell_timeout, use_cache): p for p in chapters}
+        for future in as_completed(futures):
+            chapter = futures[future]
+            executed, status, seconds, error = future.result()
+            if error: done[chapter.name] = f"failed ({error}); its cache is left as it was"; continue
+            manifest = write_output_cache(executed, chapter, nbs/OUTPUTS_DIR)
+            count = sum(len(v) for v in manifest["figures"].values())
+            size = sum((nbs/OUTPUTS_DIR/i["file"]).stat().st_size for v in manifest["figures"].values() for i in v)
+            done[chapter.name] = f"{count} figure(s), {size/1024:.0f} KB ({status}, {seconds:.0f}s)"
+    return dict(sorted(done.items()))
+
 # %% ../../nbs/90_docs.ipynb #ca584e10
 from nbdev.processors import exec_show_docs as _nbdev_exec_show_docs, FilterDefaults as _NbdevFilterDefaults
 
@@ -330,13 +473,14 @@ def _show_doc_plan(cell) -> str | None:
     return "\n".join(imports) or None
 
 class ShowDocRunner(_nbdev_exec_show_docs):
-    "nbdev's `exec_show_docs`, but running only the imports of mixed cells and collecting errors instead of raising."
+    "nbdev's `exec_show_docs`, but running only the imports of mixed cells, `#| exec_doc` cells of any notebook, and collecting errors instead of raising."
     def begin(self):
         self.errors = []
         super().begin()
 
     def __call__(self, cell):
-        if not getattr(self.nb, "has_docs_", None) or not hasattr(self, "k"): return
+        if not hasattr(self, "k"): return
+        if not getattr(self.nb, "has_docs_", None) and "exec_doc" not in getattr(cell, "directives_", {}): return  # a page of results
         if str(getattr(self.nb, "frontmatter_", {}).get("skip_showdoc", "")).lower() in ("true", "1", "yes"): return
         plan = _show_doc_plan(cell)
         if plan is None: return
@@ -411,8 +555,9 @@ def split_title_cell(nb):
 # %% ../../nbs/90_docs.ipynb #6922699a
 _FOLD_TAG = "fl-fold"
 
-def apply_cell_options(nb):
-    "Strip Quarto's `#| key: value` cell options from code cells and apply them for nbconvert."
+def apply_cell_options(nb, fold: str | None = None):
+    "Strip Quarto's `#| key: value` cell options from code cells and apply them for nbconvert; `fold` ('open', 'closed') folds every shown code cell."
+    if fold not in (None, "open", "closed"): raise ValueError(f"fold must be None, 'open' or 'closed', got {fold!r}")
     kept = []
     for cell in nb.cells:
         if cell.cell_type != "code": kept.append(cell); continue
@@ -426,9 +571,11 @@ def apply_cell_options(nb):
         if value("echo") == "false" or not cell.source.strip():
             cell.metadata["transient"] = {"remove_source": True}
         if value("output") == "false": cell["outputs"] = []
-        if "code-fold" in options and value("code-fold") != "false":
+        shown = "remove_source" not in cell.metadata.get("transient", {})
+        if ("code-fold" in options and value("code-fold") != "false") or (fold and shown and value("code-fold") != "false"):
             cell.metadata["tags"] = [*cell.metadata.get("tags", []), _FOLD_TAG]
             cell.metadata["fold_summary"] = options.get("code-summary", "Code").strip('"\'') or "Code"
+            cell.metadata["fold_open"] = value("code-fold") == "show" or ("code-fold" not in options and fold == "open")
         if not cell.source.strip() and not cell.get("outputs"): continue
         kept.append(cell)
     nb.cells = kept
@@ -459,7 +606,7 @@ def plain_markdown(text: str) -> str:
 _PAGE_TEMPLATE = r"""{%- extends 'index.html.j2' -%}
 {% block input_group -%}
 {%- if 'fl-fold' in cell.metadata.get('tags', []) -%}
-<details class="fl-fold"><summary>{{ cell.metadata.get('fold_summary', 'Code') | escape }}</summary>{{ super() }}</details>
+<details class="fl-fold"{% if cell.metadata.get('fold_open') %} open{% endif %}><summary>{{ cell.metadata.get('fold_summary', 'Code') | escape }}</summary>{{ super() }}</details>
 {%- else -%}{{ super() }}{%- endif -%}
 {%- endblock input_group %}
 """
@@ -481,7 +628,7 @@ def render_body(nb, folder: str | Path, embed_images: bool = True) -> str:
         if cell["cell_type"] == "raw": continue  # the front matter: the layout renders it
         if cell["cell_type"] == "markdown" and re.fullmatch(r"\s*<!--.*?-->\s*", cell.get("source") or "", re.DOTALL): continue
         new = nbformat.v4.new_markdown_cell if cell["cell_type"] == "markdown" else nbformat.v4.new_code_cell
-        metadata = {k: v for k, v in (cell.get("metadata") or {}).items() if k in ("tags", "transient", "fold_summary")}
+        metadata = {k: v for k, v in (cell.get("metadata") or {}).items() if k in ("tags", "transient", "fold_summary", "fold_open")}
         kept = new(cell.get("source") or "", metadata=metadata, id=f"c{i:04d}")
         if cell["cell_type"] == "code": kept.outputs = [nbformat.from_dict(o) for o in cell.get("outputs", [])]
         node.cells.append(kept)
@@ -580,18 +727,66 @@ def _csv_table(path: Path, max_rows: int) -> str:
     if more > 0: table += f'\n<p class="fl-note">... and {more} more rows in {html.escape(path.name)}.</p>'
     return table
 
-def results_cells(paper: str, results_root: str | Path, link_prefix: str = "results", max_rows: int = 200) -> list[dict]:
-    "Markdown cells showing the committed results of `paper` (from `results_root/paper/`), or saying there are none."
+def _no_results(paper: str) -> dict:
+    return _markdown(f'<p class="fl-note fl-no-results">No committed results yet: run the paper notebook '
+                     f'(<code>fedlearn-repro run {html.escape(paper)}</code>) and publish it under '
+                     f'<code>papers/results/{html.escape(paper)}/</code>.</p>')
+
+def _table_cell(path: Path, heading: str, link: str, relative: str, max_rows: int) -> dict:
+    return _markdown(heading + _csv_table(path, max_rows)
+                     + f'\n\n<p class="fl-source">Source: <a href="{html.escape(link)}">{html.escape(relative)}</a></p>')
+
+def _figure_cell(path: Path, heading: str, link: str, relative: str) -> dict:
+    return _markdown(heading + f'<figure class="fl-figure"><img src="{html.escape(link)}" '
+                     f'alt="{html.escape(path.stem)}"><figcaption>{html.escape(relative)}</figcaption></figure>')
+
+def summary_files(folder: str | Path) -> list[Path]:
+    "The headline results under a paper's results `folder`: the tables (`table_*.csv`) and figures of its most complete run (paper, quick, then smoke scale; sub-folders are variants)."
+    folder = Path(folder)
+    for run in [*(folder/scale for scale in SCALES), folder]:
+        files = [p for p in results_files(run) if p.parent == run and (p.suffix.lower() in _FIGURE_SUFFIXES
+                                                                       or (p.suffix.lower() == ".csv" and p.name.startswith("table_")))]
+        if files: return files
+    return []
+
+def results_summary_cells(paper: str, results_root: str | Path, link_prefix: str = "results", max_rows: int = 200) -> list[dict]:
+    "Markdown cells for the top of a paper's page: the tables and figures of its most complete committed run, the run's notes folded."
     folder = Path(results_root)/paper
-    files = results_files(folder)
-    cells = [_markdown("## Committed results")]
-    if not files:
-        cells.append(_markdown(f'<p class="fl-note fl-no-results">No committed results yet: run the paper notebook '
-                               f'(<code>fedlearn-repro run {html.escape(paper)}</code>) and publish it under '
-                               f'<code>papers/results/{html.escape(paper)}/</code>.</p>'))
-        return cells
+    files = summary_files(folder)
+    cells = [_markdown("## Results")]
+    if not files: return cells + [_no_results(paper)]
+    run = files[0].parent.relative_to(folder).as_posix()
+    where = f"papers/results/{paper}" + ("" if run == "." else f"/{run}")
+    cells.append(_markdown(f'<p class="fl-note">The tables and figures of the committed run in <code>{html.escape(where)}/</code>; '
+                           "this page does not re-run it. Every committed file is listed at the end of the page, "
+                           "and the code of the experiment (folded) follows.</p>"))
+    for path in files:
+        relative = path.relative_to(folder).as_posix()
+        link, heading = f"{link_prefix}/{paper}/{relative}", f"### {path.stem.replace('_', ' ')}\n\n"
+        cells.append(_table_cell(path, heading, link, relative, max_rows) if path.suffix.lower() == ".csv"
+                     else _figure_cell(path, heading, link, relative))
+    notes = files[0].parent/"README.md"
+    if notes.is_file():
+        cells.append(_markdown(f'<details class="fl-notes"><summary>Notes on this run ({html.escape(where)}/README.md)</summary>\n\n'
+                               + re.sub(r"^#", "####", notes.read_text(encoding="utf-8"), flags=re.MULTILINE) + "\n\n</details>"))
+    return cells
+
+def results_position(cells: list) -> int:
+    "Where a paper page's results go: after the introduction, before its first code cell or section heading."
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] == "code" or (cell["cell_type"] == "markdown" and re.match(r"\s*#{1,6}\s", cell["source"])): return i
+    return len(cells)
+
+def results_cells(paper: str, results_root: str | Path, link_prefix: str = "results", max_rows: int = 200,
+                  skip: Iterable[Path] = ()) -> list[dict]:
+    "Markdown cells showing the committed results of `paper` (from `results_root/paper/`) but those in `skip`, or saying there are none."
+    folder = Path(results_root)/paper
+    skip = {Path(p) for p in skip}
+    files = [p for p in results_files(folder) if p not in skip and not (skip and p.name == "README.md" and p.parent == next(iter(skip)).parent)]
+    cells = [_markdown("## All committed results" if skip else "## Committed results")]
+    if not files: return cells + [_no_results(paper)] if not skip else []
     cells.append(_markdown(f'<p class="fl-note">The files committed under <code>papers/results/{html.escape(paper)}/</code> '
-                           "by the paper's runs; this page does not re-run them.</p>"))
+                           f"by the paper's runs{' (but those shown at the top)' if skip else ''}; this page does not re-run them.</p>"))
     groups: dict[str, list[Path]] = {}
     for path in files: groups.setdefault(path.parent.relative_to(folder).as_posix(), []).append(path)
     for group, paths in groups.items():
@@ -607,14 +802,20 @@ def results_cells(paper: str, results_root: str | Path, link_prefix: str = "resu
             if suffix == ".md": cells.append(_markdown(path.read_text(encoding="utf-8")))
             elif suffix in (".json", ".ipynb") or (suffix == ".csv" and not path.name.startswith("table_")):  # records, histories
                 records.append(f'<a href="{html.escape(link)}">{html.escape(path.name)}</a>')
-            elif suffix == ".csv":
-                cells.append(_markdown(heading + _csv_table(path, max_rows)
-                                       + f'\n\n<p class="fl-source">Source: <a href="{html.escape(link)}">{html.escape(relative)}</a></p>'))
-            else:
-                cells.append(_markdown(heading + f'<figure class="fl-figure"><img src="{html.escape(link)}" '
-                                       f'alt="{html.escape(path.stem)}"><figcaption>{html.escape(relative)}</figcaption></figure>'))
+            elif suffix == ".csv": cells.append(_table_cell(path, heading, link, relative, max_rows))
+            else: cells.append(_figure_cell(path, heading, link, relative))
         if records: cells.append(_markdown(f'<p class="fl-source">Run records, histories and the executed notebook: {", ".join(records)}</p>'))
     return cells
+
+def add_results(nb, paper: str, results_root: str | Path):
+    "Put the committed results of `paper` into its processed notebook `nb`: the summary after the introduction, every other file at the end."
+    from fastcore.nbio import dict2nb
+    summary = summary_files(Path(results_root)/paper)
+    cells = lambda made: dict2nb({"cells": made, "metadata": {}}).cells
+    at = results_position(nb.cells)
+    nb.cells[at:at] = cells(results_summary_cells(paper, results_root))
+    if results_files(Path(results_root)/paper): nb.cells.extend(cells(results_cells(paper, results_root, skip=summary)))
+    return nb
 
 # %% ../../nbs/90_docs.ipynb #ebfdc5d9
 def read_module_index(library: str | Path) -> dict:
@@ -716,6 +917,8 @@ window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\(', '\\)']], displayMath: [
   options: {skipHtmlTags: ['script', 'noscript', 'style', 'textarea', 'pre', 'code']}};
 </script>"""
 
+SEARCH_SCRIPT_FILE = "site_libs/search.js"  # the search box; it loads search_index.js (written by the build) on first use
+
 def _nav_html(sections: list[NavSection], titles: dict[str, str], current: str, prefix: str) -> str:
     def _entries(entries, depth):
         items = []
@@ -748,9 +951,16 @@ def _toc_html(toc: list[tuple[int, str, str]]) -> str:
 
 def layout_page(body: str, title: str, page: str, site_title: str, sections: list[NavSection],
                 titles: dict[str, str], toc: list[tuple[int, str, str]] = (), description: str = "",
-                notes: Iterable[str] = (), mathjax_url: str | None = None) -> str:
-    "A complete HTML page: header, sidebar, title block, `notes`, `body`, table of contents."
+                notes: Iterable[str] = (), mathjax_url: str | None = None,
+                pager: tuple[str | None, str | None] = (None, None), repository: str = "") -> str:
+    "A complete HTML page: header (search, `repository` link), sidebar, title block, `notes`, `body`, previous/next links (`pager`: pages), table of contents."
     prefix = "../" * page.count("/")
+    links = [(f'<a class="fl-pager-{kind}" rel="{kind}" href="{html.escape(prefix + target)}"><span>{label}</span>'
+              f'{html.escape(titles.get(target, target))}</a>') for kind, label, target in
+             (("prev", "Previous", pager[0]), ("next", "Next", pager[1])) if target]
+    pager_html = f'<nav class="fl-pager" aria-label="Previous and next page">{"".join(links)}</nav>' if links else ""
+    repository_html = (f'<a class="fl-repository" href="{html.escape(repository)}" title="The source repository">Repository</a>'
+                       if repository else "")
     note_html = "".join(f'<div class="fl-callout">{note}</div>' for note in notes)
     summary = f'<p class="fl-description">{html.escape(description)}</p>' if description else ""
     page_title = title if title == site_title else f"{title} – {site_title}"
@@ -766,9 +976,12 @@ def layout_page(body: str, title: str, page: str, site_title: str, sections: lis
 <link rel="stylesheet" href="{prefix}styles.css">
 {_MATHJAX_CONFIG}
 <script async id="MathJax-script" src="{html.escape(mathjax_url or prefix + MATHJAX_FILE)}"></script>
+<script defer src="{prefix}{SEARCH_SCRIPT_FILE}" data-root="{prefix}"></script>
 </head>
 <body class="fl-site">
-<header class="fl-header"><a class="fl-brand" href="{prefix}index.html">{html.escape(site_title)}</a></header>
+<header class="fl-header"><a class="fl-brand" href="{prefix}index.html">{html.escape(site_title)}</a>
+<div class="fl-search" role="search"><input type="search" id="fl-search" placeholder="Search the site" aria-label="Search the site" autocomplete="off">
+<ul id="fl-search-results" hidden></ul></div>{repository_html}</header>
 <div class="fl-layout">
 <nav class="fl-sidebar" id="sidebar" aria-label="Site">
 {_nav_html(sections, titles, page, prefix)}
@@ -777,11 +990,101 @@ def layout_page(body: str, title: str, page: str, site_title: str, sections: lis
 <header class="fl-title-block"><h1 class="fl-title">{html.escape(title)}</h1>{summary}</header>
 {note_html}
 {body}
+{pager_html}
 </main>
 {_toc_html(list(toc))}
 </div>
 </body>
 </html>
+"""
+
+# %% ../../nbs/90_docs.ipynb #e2d593fe
+_SECTION = re.compile(r'<h([23]) id="([^"]+)"[^>]*>(.*?)</h\1>', re.DOTALL)
+
+def _plain_text(fragment: str) -> str:
+    fragment = re.sub(r"<(script|style)\b.*?</\1>", " ", fragment, flags=re.DOTALL)
+    fragment = re.sub(r'<a class="anchor-link"[^>]*>.*?</a>', "", fragment, flags=re.DOTALL)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
+
+def search_entries(body: str, page: str, title: str, max_chars: int = 4000) -> list[dict]:
+    "The search index entries of a page: one per section (`u`: address, `t`: title, `x`: text), headings h2 and h3 starting sections."
+    entries, start, current = [], 0, (page, title)
+    for match in [*_SECTION.finditer(body), None]:
+        end = match.start() if match else len(body)
+        text = _plain_text(body[start:end])
+        if text or current[0] == page: entries.append({"u": current[0], "t": current[1], "x": text[:max_chars]})
+        if match:
+            current, start = (f"{page}#{match.group(2)}", f"{title} › {_plain_text(match.group(3))}"), match.end()
+    return entries
+
+def write_search_index(dest: str | Path, entries: list[dict]) -> Path:
+    "Write the site's search index (`search_index.js`, a script setting `window.FL_SEARCH_INDEX`) and the search box's script."
+    dest = Path(dest)
+    (dest/SEARCH_SCRIPT_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (dest/SEARCH_SCRIPT_FILE).write_text(_SEARCH_SCRIPT, encoding="utf-8")
+    target = dest/"search_index.js"
+    target.write_text("window.FL_SEARCH_INDEX = " + json.dumps(entries, ensure_ascii=False, separators=(",", ":")) + ";\n", encoding="utf-8")
+    return target
+
+_SEARCH_SCRIPT = r"""// fedlearn-docs: offline search over search_index.js (written by the build)
+(function () {
+  var script = document.currentScript, root = (script && script.getAttribute('data-root')) || '', loading = null;
+  function load() {
+    if (window.FL_SEARCH_INDEX) return Promise.resolve(window.FL_SEARCH_INDEX);
+    if (!loading) loading = new Promise(function (done, fail) {
+      var tag = document.createElement('script');
+      tag.src = root + 'search_index.js';
+      tag.onload = function () { done(window.FL_SEARCH_INDEX || []); };
+      tag.onerror = function () { loading = null; fail(new Error('search_index.js not found')); };
+      document.head.appendChild(tag);
+    });
+    return loading;
+  }
+  function escape(text) { return text.replace(/[&<>"]/g, function (c) { return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c]; }); }
+  function search(index, query) {
+    var terms = query.toLowerCase().split(/\s+/).filter(function (t) { return t.length > 1; }), hits = [];
+    if (!terms.length) return hits;
+    index.forEach(function (entry) {
+      var title = entry.t.toLowerCase(), text = entry.x.toLowerCase(), score = 0;
+      for (var i = 0; i < terms.length; i++) {
+        var n = 0, at = text.indexOf(terms[i]), inTitle = title.indexOf(terms[i]) >= 0;
+        while (at >= 0 && n < 10) { n++; at = text.indexOf(terms[i], at + terms[i].length); }
+        if (!inTitle && !n) return;
+        score += (inTitle ? 20 : 0) + n;
+      }
+      hits.push({entry: entry, score: score, first: text.indexOf(terms[0])});
+    });
+    hits.sort(function (a, b) { return b.score - a.score; });
+    return hits.slice(0, 12);
+  }
+  function excerpt(hit) {
+    var at = Math.max(0, hit.first - 60), text = hit.entry.x.slice(at, at + 160);
+    return (at > 0 ? '… ' : '') + text + (hit.entry.x.length > at + 160 ? ' …' : '');
+  }
+  document.addEventListener('DOMContentLoaded', function () {
+    var box = document.getElementById('fl-search'), list = document.getElementById('fl-search-results'), timer = null;
+    if (!box || !list) return;
+    function show() {
+      var query = box.value.trim();
+      if (query.length < 2) { list.hidden = true; list.innerHTML = ''; return; }
+      load().then(function (index) {
+        var hits = search(index, query);
+        list.innerHTML = hits.length ? hits.map(function (hit) {
+          return '<li><a href="' + escape(root + hit.entry.u) + '"><span class="fl-search-title">' + escape(hit.entry.t) +
+                 '</span><span class="fl-search-excerpt">' + escape(excerpt(hit)) + '</span></a></li>';
+        }).join('') : '<li class="fl-search-none">Nothing found for “' + escape(query) + '”</li>';
+        list.hidden = false;
+      }, function (error) { list.innerHTML = '<li class="fl-search-none">' + escape(error.message) + '</li>'; list.hidden = false; });
+    }
+    box.addEventListener('input', function () { clearTimeout(timer); timer = setTimeout(show, 120); });
+    box.addEventListener('focus', function () { load().catch(function () {}); if (box.value.trim().length > 1) show(); });
+    box.addEventListener('keydown', function (event) {
+      if (event.key === 'Escape') { list.hidden = true; box.blur(); }
+      if (event.key === 'Enter') { var first = list.querySelector('a'); if (first) window.location.href = first.href; }
+    });
+    document.addEventListener('click', function (event) { if (!event.target.closest('.fl-search')) list.hidden = true; });
+  });
+})();
 """
 
 # %% ../../nbs/90_docs.ipynb #a2a8e4e2
@@ -902,12 +1205,15 @@ class BuildReport:
             if report.source == source: return report
         raise KeyError(f"no page was built from {source}; built: {[p.source for p in self.pages]}")
 
-def _want_execution(source: str, execute: bool | Iterable[str]) -> bool:
-    if isinstance(execute, bool): return execute
-    stem = Path(source).stem
-    return any(fnmatch.fnmatch(stem, pattern) or fnmatch.fnmatch(source, pattern) for pattern in execute)
-
 # %% ../../nbs/90_docs.ipynb #1d8e28fe
+def repository_url(project_root: str | Path) -> str:
+    "The `Repository` URL of pyproject.toml's `[project.urls]` (the header links to it); '' if there is none."
+    try: import tomllib
+    except ModuleNotFoundError: return ""  # Python 3.10 without tomli: no link
+    path = Path(project_root)/"pyproject.toml"
+    urls = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {}).get("urls", {}) if path.is_file() else {}
+    return str(next((url for key, url in urls.items() if key.lower() in ("repository", "source", "code")), ""))
+
 def _kind(source: str, nbs_dir: str, papers_dir: str) -> str:
     if source in GENERATED_PAGES: return "generated"
     if Path(source).parts[:1] == (papers_dir,): return "paper"
@@ -979,6 +1285,7 @@ def build_site(project_root: str | Path = ".", dest: str | Path | None = None, e
     site_title, sections = read_sidebar(root/"_quarto.yml", nbs_dir)
     skip_flags = str(config.get("tst_flags", "notest")).split()
     doc_url = (config.doc_host or "") + ("" if config.doc_baseurl in (None, "/") else config.doc_baseurl)
+    repository, figures = repository_url(root), Path(config.nbs_path)/OUTPUTS_DIR
     report = BuildReport(dest)
     say = (lambda text: tqdm.write(text)) if verbose else (lambda text: None)
     bar = lambda total, what: tqdm(total=total, desc=what, unit="page", disable=not progress, file=sys.stderr, leave=True,
@@ -1022,6 +1329,10 @@ def build_site(project_root: str | Path = ".", dest: str | Path | None = None, e
                     entry.notes.append(f"This page shows the notebook as committed: executing it for the docs failed "
                                        f"(<code>{html.escape(error)}</code>).")
             else: notebook = nbformat.read(root/source, as_version=4)
+            if kind in ("chapter", "home") and entry.executed in ("no", "failed"):  # the committed figures, where the cells are unchanged
+                _, stale = fill_from_output_cache(notebook, root/source, figures)
+                if stale: _warn(f"{source}: {len(stale)} cached figure(s) left out, their cells changed: run "
+                                f"`fedlearn-docs --refresh-outputs --execute-only {Path(source).stem}`")
             errors: list[str] = []
             try: nb = process_notebook(notebook, root/source, root, errors)
             except Exception as error:
@@ -1038,14 +1349,16 @@ def build_site(project_root: str | Path = ".", dest: str | Path | None = None, e
             entry.seconds += time.perf_counter() - page_start
 
         titles = {page_of[s]: next(e.title for e in report.pages if e.source == s) for s in sources}
+        order = list(dict.fromkeys(e.href for s in sections for e in s.walk() if e.href in titles))  # previous/next follow the sidebar
+        pagers = {page: (order[i - 1] if i else None, order[i + 1] if i + 1 < len(order) else None) for i, page in enumerate(order)}
+        index: list[dict] = []
         for source in sources:
             entry, page_start = report.page(source), time.perf_counter()
             if entry.kind == "generated":
                 nb, matter = dict2nb({"cells": api_reference_cells(library, titles), "metadata": {}}), {}
             else: nb, matter = processed[source]
-            if entry.kind == "paper":
-                nb.cells.extend(dict2nb({"cells": results_cells(Path(source).stem, root/papers_dir/"results"), "metadata": {}}).cells)
-            apply_cell_options(nb)
+            if entry.kind == "paper": add_results(nb, Path(source).stem, root/papers_dir/"results")
+            apply_cell_options(nb, fold="closed" if entry.kind == "paper" else "open")
             folder = (root/source).parent
             try: body = render_body(nb, folder, embed_images=entry.kind != "paper")
             except Exception as error:
@@ -1053,8 +1366,10 @@ def build_site(project_root: str | Path = ".", dest: str | Path | None = None, e
                 body = f'<p class="fl-note">This page could not be rendered: {html.escape(str(error))}</p>'
             body = relink(body, entry.page, source, page_of, doc_url)
             body, toc = add_heading_ids(body)
+            index.extend(search_entries(body, entry.page, entry.title))
             page_html = layout_page(body, entry.title, entry.page, site_title, sections, titles, toc,
-                                    str(matter.get("description") or ""), entry.notes, mathjax_url)
+                                    str(matter.get("description") or ""), entry.notes, mathjax_url,
+                                    pagers.get(entry.page, (None, None)), repository)
             target = dest/entry.page
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(page_html, encoding="utf-8")
@@ -1063,6 +1378,7 @@ def build_site(project_root: str | Path = ".", dest: str | Path | None = None, e
             say(f"  {entry.page:28s} {entry.seconds:6.1f}s  executed: {entry.executed}")
         pages_bar.close()
         _write_static(root, dest)
+        write_search_index(dest, index)
         _copy_results(root, papers_dir, dest)
         repair_anchors(dest)
     report.warnings = [str(w.message) for w in caught if issubclass(w.category, DocsWarning)]
@@ -1108,16 +1424,17 @@ def stage_quarto_project(project_root: str | Path = ".", stage: str | Path | Non
         kind = _kind(source, nbs_dir, papers_dir)
         if kind == "generated": continue
         notebook = nbformat.read(root/source, as_version=4)
+        status = "no"
         if kind == "chapter" and _want_execution(source, execute):
             notebook, status, _, error = _execute_cached(root/source, root, library,
                                                          str(config.get("tst_flags", "notest")).split(), cell_timeout, use_cache)
             if error: _warn(f"{source}: executing it for the docs failed ({error}); staged as committed")
+        if kind in ("chapter", "home") and status in ("no", "failed"): fill_from_output_cache(notebook, root/source, Path(config.nbs_path)/OUTPUTS_DIR)
         errors: list[str] = []
         nb = process_notebook(notebook, root/source, root, errors)
         for error in errors: _warn(f"{source}: a cell run for show_doc failed, {error[:300]}")
         titles[site_path(source, nbs_dir)] = str(front_matter(nb).get("title") or Path(source).stem)
-        if kind == "paper":
-            nb.cells.extend(dict2nb({"cells": results_cells(Path(source).stem, root/papers_dir/"results"), "metadata": {}}).cells)
+        if kind == "paper": add_results(nb, Path(source).stem, root/papers_dir/"results")
         target = stage/_stage_path(source, nbs_dir)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(nbformat_json(nb))
@@ -1205,6 +1522,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars (executing chapters, rendering pages)")
     parser.add_argument("--mathjax-url", default=None, help="where pages load MathJax from (default: the site's own copy, offline)")
     parser.add_argument("--readme", action="store_true", help="only write README.md from nbs/index.ipynb, then stop")
+    parser.add_argument("--refresh-outputs", action="store_true",
+                        help=f"only execute the chapters that draw figures (or those of --execute-only) and write their figures "
+                             f"to nbs/{OUTPUTS_DIR}/, which builds that do not execute a chapter show; then stop")
     parser.add_argument("--engine", choices=("html", "quarto"), default="html",
                         help="html: the built-in static site (default); quarto: stage and run `quarto render`")
     args = parser.parse_args(argv)
@@ -1213,6 +1533,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"README written to {write_readme(args.path)}"); return 0
     execute: bool | list[str] = not args.no_execute
     if args.execute_only: execute = [p.strip() for p in args.execute_only.split(",") if p.strip()]
+    if args.refresh_outputs:
+        try: done = refresh_output_cache(args.path, execute if args.execute_only else True, args.jobs, args.cell_timeout, not args.no_cache)
+        except (FileNotFoundError, ValueError) as error:
+            print(f"fedlearn-docs: {error}", file=sys.stderr); return 1
+        for name, what in done.items(): print(f"  {name:32s} {what}")
+        from nbdev.config import get_config
+        cache = Path(get_config(Path(args.path).resolve()).nbs_path)/OUTPUTS_DIR
+        size = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file()) if cache.is_dir() else 0
+        print(f"figure cache {cache}: {size/1024:.0f} KB in all; commit it with the chapters")
+        return 1 if any(what.startswith("failed") for what in done.values()) else 0
     if args.engine == "quarto":
         try: dest = render_with_quarto(args.path, args.dest, execute=execute, cell_timeout=args.cell_timeout, use_cache=not args.no_cache)
         except (RuntimeError, FileNotFoundError, ValueError, subprocess.CalledProcessError) as error:

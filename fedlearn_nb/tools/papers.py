@@ -60,12 +60,21 @@ def parse_count(value: Any, name: str, minimum: int = 1) -> int | None:
 # %% ../../nbs/95_papers.ipynb #22f7dcb9
 DATA_NOT_AVAILABLE = "skipped (data not available)"
 
+def _data_folder(path: str, data_root: str | None) -> str:
+    "`path` relative to the data root (a published table never names a machine's folders); another absolute path by its name."
+    path = path.strip().rstrip(".")
+    if data_root and (Path(path) == Path(data_root) or Path(path).is_relative_to(data_root)): return Path(path).relative_to(data_root).as_posix()
+    return Path(path).name if Path(path).is_absolute() else path
+
 def skip_reason(error: Exception, what: str | None = None) -> str:
-    "'skipped (data not available): <what> not found at <where>' from a DatasetNotFoundError (`what`: its first words)."
+    "'skipped (data not available): <what> not in the data folder (<where, relative to the data root>)' from a DatasetNotFoundError (`what`: its first words)."
     lines = str(error).splitlines() or [""]
     what = what or lines[0].split(":")[0].split(" (split")[0]
-    where = next((line.split(":", 1)[1].strip().rstrip(".") for line in lines if line.startswith("Looked in")), lines[0])
-    return f"{DATA_NOT_AVAILABLE}: {what} not found at {where}"
+    looked = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("Looked in")), None)
+    root = re.search(r"with data_root = (.+?) \(`data_root`", str(error))
+    if looked is None: return f"{DATA_NOT_AVAILABLE}: {what} not in the data folder"
+    folders = dict.fromkeys(_data_folder(p, root.group(1) if root else None) for p in looked.split(", "))
+    return f"{DATA_NOT_AVAILABLE}: {what} not in the data folder ({', '.join(folders)})"
 
 # %% ../../nbs/95_papers.ipynb #5a826675
 def slug(text: str) -> str:

@@ -34,9 +34,9 @@ __all__ = ['SCALES', 'KINDS', 'PAPERS', 'RUNNER_PARAMETERS', 'PUBLISHED_PATTERNS
            'read_notebook', 'parse_parameters', 'notebook_parameters', 'notebook_scales', 'notebook_title',
            'write_example_paper', 'parse_value', 'select_papers', 'check_request', 'RunPlan', 'timestamp',
            'run_folder_for', 'plan_runs', 'describe_plan', 'read_tables', 'is_stand_in', 'table_summary',
-           'side_by_side_text', 'results_problem', 'RunOutcome', 'execute_plan', 'publish_run', 'algorithm_key',
-           'registered_algorithms', 'is_built', 'stale_unbuilt_methods', 'committed_results', 'csv_table_number',
-           'method_ordering', 'reproduction_status', 'list_papers', 'print_results', 'main']
+           'side_by_side_text', 'results_problem', 'RunOutcome', 'execute_plan', 'portable_text', 'publish_run',
+           'algorithm_key', 'registered_algorithms', 'is_built', 'stale_unbuilt_methods', 'committed_results',
+           'csv_table_number', 'method_ordering', 'reproduction_status', 'list_papers', 'print_results', 'main']
 
 # %% ../../nbs/91_runner.ipynb #bd9bc8c6
 SCALES = ("smoke", "quick", "paper")  # the convention of every paper notebook, smallest first
@@ -573,6 +573,14 @@ def execute_plan(plan: RunPlan, progress: bool = True, kernel_name: str = "pytho
 # %% ../../nbs/91_runner.ipynb #f7570363
 PUBLISHED_PATTERNS = ("*.ipynb", "*.csv", "*.png", "*.svg", "*.md", "*.json")  # the run folder's top level: never checkpoints
 
+def portable_text(text: str, root: str | Path, data_root: str | Path | None = None) -> str:
+    "`text` without this machine's paths: the data root as `<data_root>`, paths under the checkout `root` relative to it, the interpreter's folder and the home folder dropped."
+    places = {str(Path(root).resolve()) + os.sep: "", str(Path(sys.executable).parent) + os.sep: "", str(Path.home()) + os.sep: "~/"}
+    if data_root is not None: places = {str(Path(data_root).resolve()): "<data_root>", str(Path(data_root)): "<data_root>", **places}
+    for place in sorted(places, key=len, reverse=True):
+        if len(place) > 1: text = text.replace(place, places[place])
+    return text
+
 def publish_run(run_dir: str | Path, destination: str | Path | None = None) -> Path:
     "Copy a run's tables, figures and metadata to `<papers>/results/<paper>/<scale>/` (replacing that folder)."
     run_dir = Path(run_dir)
@@ -585,6 +593,11 @@ def publish_run(run_dir: str | Path, destination: str | Path | None = None) -> P
     target.mkdir(parents=True)
     for pattern in PUBLISHED_PATTERNS:
         for path in sorted(run_dir.glob(pattern)): shutil.copy2(path, target / path.name)
+    root, data_root = find_papers_dir().parent, load_settings().data_root
+    for path in sorted(target.iterdir()):  # published files name no machine's folders (tests/test_docs.py checks them)
+        if path.suffix in (".ipynb", ".csv", ".md", ".json"):
+            text = path.read_text(encoding="utf-8")
+            if (portable := portable_text(text, root, data_root)) != text: path.write_text(portable, encoding="utf-8")
     return target
 
 # %% ../../nbs/91_runner.ipynb #636d2f5c
