@@ -341,3 +341,20 @@ def test_status_flags_committed_rows_of_methods_built_since(tmp_path):
     status = runner.reproduction_status(tmp_path).set_index(["paper", "table"])
     assert status.loc[("ccfc", "1"), "committed"] == ("reproduced on real data (quick), 1 of 3 entries; PPFC-GAN, SDA-FC-KM marked "
                                                      "not implemented in this run but built since (run it again to fill)")
+
+
+@pytest.mark.parametrize("answer, continued", [("", True), ("n", False)])
+def test_at_a_terminal_the_same_command_asks_before_continuing(papers, tmp_path, capsys, monkeypatch, answer, continued):
+    "An interrupted run of the same command is continued without a question in a script, and after one at a terminal."
+    first = runner.plan_runs("example", "smoke", [("rounds", "2")], tmp_path / "results", papers, check=False)[0]
+    first.output_dir.mkdir(parents=True)
+    (first.output_dir / "runner.json").write_text(json.dumps({"state": "interrupted", "interrupted": "2025-01-01T12:00:00",
+                                                              "parameters": first.parameters}))
+    asked, ran = [], []
+    monkeypatch.setattr(runner, "_interactive", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or answer)
+    monkeypatch.setattr(runner, "execute_plan", lambda plan, **_: ran.append(plan.output_dir) or runner.RunOutcome(plan, True, 0.0))
+    status, out, err = call(capsys, "--papers-dir", papers, "run", "example", "-p", "rounds", "2", "--results-dir", tmp_path / "results")
+    assert status == 0, err
+    assert len(asked) == 1 and str(first.output_dir) in asked[0] and "interrupted at 2025-01-01T12:00:00" in asked[0]
+    assert (ran == [first.output_dir]) == continued and len(ran) == 1

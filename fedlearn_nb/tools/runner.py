@@ -645,7 +645,7 @@ class _Interruption:
         if self.interrupted or not self._kernel_pids(): raise KeyboardInterrupt  # a second Ctrl-C, or no kernel yet
         self.interrupted = True
         for pid in self._kernel_pids():  # the kernel runs in a session of its own: the terminal's Ctrl-C does not reach it
-            try: os.killpg(os.getpgid(pid), signal.SIGINT)
+            try: os.kill(pid, signal.SIGINT)  # the kernel alone: it stops its client workers itself, without their tracebacks
             except OSError: pass
 
     def before_cell(self, **_):
@@ -952,9 +952,13 @@ def _continue_command(argv: Sequence[str]) -> str:
     kept = [a for a in argv if a not in ("--resume", "--new")]
     return shlex.join(["fedlearn-repro", *kept, "--resume"])
 
+def _interactive() -> bool:
+    "Is someone at a terminal to answer a question?"
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
 def _ask_to_continue(plans: list[RunPlan]) -> None:
     "At a terminal, ask before continuing an unfinished run of the same command; 'n' gives that paper a new folder."
-    if not (sys.stdin.isatty() and sys.stdout.isatty()): return  # a script or a test: continue, as said in the plan
+    if not _interactive(): return  # a script or a test: continue, as the plan says
     for plan in plans:
         if not plan.unfinished: continue
         answer = input(f"{plan.paper}: the same command ran into {plan.output_dir} ({plan.unfinished}). Continue it? [Y/n] ").strip().lower()
