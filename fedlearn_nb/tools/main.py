@@ -70,7 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1; 0: torch's default)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    from fedlearn_nb.tools.runner import results_base, settings_line
+    from fedlearn_nb.tools.runner import results_base, settings_line, torch_install_problem
+    problem = torch_install_problem()  # a torchvision built for another torch fails at import, deep in the first run
+    if problem: print(f"fedlearn-main: error: {problem}", file=sys.stderr); return 2
     settings = load_settings()
     try: folder, origin = results_base(args.results_dir) if args.results_dir is not None else results_base(settings=settings)
     except ValueError as error: print(f"fedlearn-main: error: {error}", file=sys.stderr); return 2  # before anything is written
