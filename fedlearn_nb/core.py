@@ -28,9 +28,10 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['KERNEL_ARGUMENTS', 'seed_everything', 'rng', 'torch_generator', 'choose_device', 'Settings', 'find_settings_file',
-           'load_settings', 'check_keywords', 'atomic_write_bytes', 'atomic_write_text', 'atomic_write_json',
-           'atomic_write_csv', 'read_json', 'remove_temporaries', 'package_versions', 'git_revision', 'run_metadata']
+__all__ = ['KERNEL_ARGUMENTS', 'seed_everything', 'rng', 'torch_generator', 'choose_device', 'Settings', 'package_project',
+           'find_settings_file', 'load_settings', 'check_keywords', 'atomic_write_bytes', 'atomic_write_text',
+           'atomic_write_json', 'atomic_write_csv', 'read_json', 'remove_temporaries', 'package_versions',
+           'git_revision', 'run_metadata']
 
 # %% ../nbs/00_core.ipynb #c377d9b6
 def seed_everything(seed: int, deterministic: bool = True) -> int:
@@ -95,10 +96,16 @@ class Settings:
     seed: int = 0
     fashion_mnist_root: Path | None = None
     source: Path | None = None  # the settings file these came from (None: defaults only)
+    origins: dict = field(default_factory=dict, repr=False, compare=False)  # key -> what set it, when not the file or the default
 
     def dataset_root(self, folder: str) -> Path:
         "The folder where dataset files named `folder` are looked for: `<data_root>/<folder>`."
         return Path(self.data_root) / folder
+
+    def origin(self, key: str) -> str:
+        "What set `key`: its environment variable, a keyword argument, the settings file (its path) or the default."
+        if key in self.origins: return self.origins[key]
+        return f"settings file {self.source}" if self.source is not None else "the default (no settings.ini found)"
 
 _SETTINGS_SECTION = "fedlearn_nb"
 _PATH_KEYS = ("data_root", "results_dir", "fashion_mnist_root")
@@ -110,20 +117,33 @@ def _parse_bool(value: str | bool) -> bool:
     if text in ("0", "false", "no", "off", ""): return False
     raise ValueError(f"cannot read {value!r} as true/false (use true or false)")
 
+def _has_section(candidate: Path) -> bool:
+    if not candidate.is_file(): return False
+    parser = configparser.ConfigParser()
+    try: parser.read(candidate)
+    except configparser.Error: return False
+    return parser.has_section(_SETTINGS_SECTION)
+
+def _nearest_settings(start: Path) -> Path | None:
+    here = start.resolve()
+    return next((folder / "settings.ini" for folder in [here, *here.parents] if _has_section(folder / "settings.ini")), None)
+
+def package_project() -> Path | None:
+    "The folder above the imported `fedlearn_nb` package (a checkout or an editable install's project), None if unknown."
+    import importlib.util
+    spec = importlib.util.find_spec("fedlearn_nb")
+    return Path(spec.origin).resolve().parent.parent if spec is not None and spec.origin else None
+
 def find_settings_file(start: str | Path | None = None) -> Path | None:
-    "The `settings.ini` in effect: `$FEDLEARN_SETTINGS`, else the nearest one from `start` upwards, else None."
+    "The `settings.ini` in effect: `$FEDLEARN_SETTINGS`; the nearest from `start` upwards; the package's project's; the nearest from the working directory upwards; else None."
     if os.environ.get("FEDLEARN_SETTINGS"):
         path = Path(os.environ["FEDLEARN_SETTINGS"]).expanduser()
         if not path.is_file(): raise FileNotFoundError(f"FEDLEARN_SETTINGS points to {path}, which is not a file")
         return path
-    here = Path(start or Path.cwd()).resolve()
-    for folder in [here, *here.parents]:
-        candidate = folder / "settings.ini"
-        if candidate.is_file():
-            parser = configparser.ConfigParser()
-            parser.read(candidate)
-            if parser.has_section(_SETTINGS_SECTION): return candidate
-    return None
+    if start is not None and (found := _nearest_settings(Path(start))) is not None: return found
+    project = package_project()
+    if project is not None and _has_section(project / "settings.ini"): return project / "settings.ini"
+    return _nearest_settings(Path.cwd())
 
 def _convert(key: str, value: Any, base: Path) -> Any:
     if key in _PATH_KEYS:
@@ -135,10 +155,11 @@ def _convert(key: str, value: Any, base: Path) -> Any:
     return str(value)
 
 def load_settings(path: str | Path | None = None, **overrides) -> Settings:
-    "Settings from `path` (or the nearest settings.ini), then `FEDLEARN_*` environment variables, then `overrides`."
+    "Settings from `path` (or `find_settings_file()`), then `FEDLEARN_*` environment variables, then `overrides`."
     path = Path(path) if path else find_settings_file()
-    names = [f.name for f in fields(Settings) if f.name != "source"]
+    names = [f.name for f in fields(Settings) if f.name not in ("source", "origins")]
     values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
     base = Path.cwd()
     if path is not None:
         parser = configparser.ConfigParser()
@@ -151,12 +172,15 @@ def load_settings(path: str | Path | None = None, **overrides) -> Settings:
         if unknown: raise ValueError(f"{path}: unknown setting(s) {sorted(unknown)}; known: {names}")
     for name in names:
         env = os.environ.get(f"FEDLEARN_{name.upper()}")
-        if env is not None: values[name] = env
+        if env is not None: values[name], origins[name] = env, f"the environment variable FEDLEARN_{name.upper()}"
     unknown = set(overrides) - set(names)
     if unknown: raise ValueError(f"unknown setting(s) {sorted(unknown)}; known: {names}")
-    values.update({k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    values.update(given)
+    origins.update({k: f"the argument {k}={v!r}" for k, v in given.items()})
     converted = {k: _convert(k, v, base if k not in overrides else Path.cwd()) for k, v in values.items()}
-    return Settings(**converted, source=path)
+    return Settings(**converted, source=path, origins=origins)
+
 
 # %% ../nbs/00_core.ipynb #28afea3b
 def check_keywords(given: Iterable[str], valid: Iterable[str], what: str, error: type[Exception] = TypeError) -> None:

@@ -70,10 +70,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1; 0: torch's default)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
+    from fedlearn_nb.tools.runner import results_base, settings_line, torch_install_problem
+    problem = torch_install_problem()  # a torchvision built for another torch fails at import, deep in the first run
+    if problem: print(f"fedlearn-main: error: {problem}", file=sys.stderr); return 2
+    settings = load_settings()
+    try: folder, origin = results_base(args.results_dir) if args.results_dir is not None else results_base(settings=settings)
+    except ValueError as error: print(f"fedlearn-main: error: {error}", file=sys.stderr); return 2  # before anything is written
+    print(settings_line(settings, (folder if args.results_dir is not None else folder / "main", origin)))
     if args.threads > 0: torch.set_num_threads(args.threads)
     began = time.perf_counter()
-    table, histories, folder = run_main(args.algorithms, args.rounds, args.seed, args.results_dir, args.clients_per_domain,
-                                        progress=not args.no_progress)
+    try: table, histories, folder = run_main(args.algorithms, args.rounds, args.seed, args.results_dir, args.clients_per_domain,
+                                             progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print("\ninterrupted: run the same command again to continue (each method resumes from its last finished round)", file=sys.stderr)
+        return 130
     print(f"\ndigits5lite: {len(histories[next(iter(histories))][0]['clients'])} clients, {args.rounds} rounds, seed {args.seed}; "
           "accuracy in % (weighted = all test images pooled; domain mean = unweighted mean over domains)")
     print(table.to_string())

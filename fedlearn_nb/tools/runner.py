@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import io
 import json
 import os
+import platform
 import re
+import shlex
+import signal
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 import tokenize
 from dataclasses import dataclass, field
@@ -26,17 +31,19 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..core import KERNEL_ARGUMENTS, atomic_write_json, find_settings_file, load_settings, read_json, run_metadata
+from ..core import KERNEL_ARGUMENTS, Settings, atomic_write_json, find_settings_file, load_settings, read_json, run_metadata
 
 # %% auto #0
 __all__ = ['SCALES', 'KINDS', 'PAPERS', 'RUNNER_PARAMETERS', 'PUBLISHED_PATTERNS', 'PaperTable', 'PaperSpec', 'paper_specs',
            'DataCheck', 'check_data', 'project_root', 'find_papers_dir', 'discover_papers', 'ensure_parameters_cell',
            'read_notebook', 'parse_parameters', 'notebook_parameters', 'notebook_scales', 'notebook_title',
            'write_example_paper', 'parse_value', 'select_papers', 'check_request', 'RunPlan', 'timestamp',
-           'run_folder_for', 'plan_runs', 'describe_plan', 'read_tables', 'is_stand_in', 'table_summary',
-           'side_by_side_text', 'results_problem', 'RunOutcome', 'execute_plan', 'portable_text', 'publish_run',
-           'algorithm_key', 'registered_algorithms', 'is_built', 'stale_unbuilt_methods', 'committed_results',
-           'csv_table_number', 'method_ordering', 'reproduction_status', 'list_papers', 'print_results', 'main']
+           'results_base', 'unfinished_state', 'run_folder_for', 'plan_runs', 'describe_plan', 'read_tables',
+           'is_stand_in', 'table_summary', 'shorten', 'side_by_side_text', 'results_problem', 'RunOutcome',
+           'execute_plan', 'portable_text', 'publish_run', 'algorithm_key', 'registered_algorithms', 'is_built',
+           'stale_unbuilt_methods', 'committed_results', 'csv_table_number', 'method_ordering', 'reproduction_status',
+           'list_papers', 'print_results', 'summary_text', 'torch_install_problem', 'settings_line',
+           'data_root_problem', 'main']
 
 # %% ../../nbs/91_runner.ipynb #bd9bc8c6
 SCALES = ("smoke", "quick", "paper")  # the convention of every paper notebook, smallest first
@@ -332,8 +339,8 @@ def notebook_title(path: str | Path) -> str:
     return Path(path).stem
 
 # %% ../../nbs/91_runner.ipynb #74fa41e8
-def write_example_paper(path: str | Path, fail: bool = False, tagged: bool = True) -> Path:
-    "Write a tiny paper notebook (parameters, SCALES, one table_1.csv with ours/paper/difference) to `path`."
+def write_example_paper(path: str | Path, fail: bool = False, tagged: bool = True, pause: float = 0) -> Path:
+    "Write a tiny paper notebook (parameters, SCALES, one table_1.csv with ours/paper/difference) to `path`; with `pause`, its first run in a folder waits that many seconds (to be interrupted)."
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
     parameters = new_code_cell('scale = "smoke"      # smoke | quick | paper\nseeds = "0"          # comma-separated seeds\n'
@@ -344,7 +351,10 @@ def write_example_paper(path: str | Path, fail: bool = False, tagged: bool = Tru
             "SCALES = {'smoke': dict(rounds=2), 'quick': dict(rounds=5), 'paper': dict(rounds=50)}\n"
             "if scale not in SCALES: raise ValueError(f'unknown scale {scale!r}; valid: {\", \".join(SCALES)}')\n"
             "n = rounds or SCALES[scale]['rounds']\n"
-            + ("raise RuntimeError('this example paper fails on purpose')\n" if fail else "") +
+            + ("raise RuntimeError('this example paper fails on purpose')\n" if fail else "")
+            + (f"import time\nstarted = Path(results_dir or 'results') / 'started'; first = not started.exists()\n"
+               f"started.parent.mkdir(parents=True, exist_ok=True); started.touch()\n"
+               f"if first: time.sleep({pause})  # the first run waits; a continued one goes on at once\n" if pause else "") +
             "seeds_list = [int(s) for s in str(seeds).split(',')]\n"
             "ours = {'FedAvg': 50 + n + len(seeds_list), 'Ours': 60 + n}\npaper = {'FedAvg': 55.0, 'Ours': 70.0, 'Theirs': 65.0}\n"
             "table = pd.DataFrame([{'method': m, 'ours': ours.get(m), 'paper': p, 'difference': ours[m] - p if m in ours else None,\n"
@@ -383,7 +393,11 @@ def parse_value(text: str, default: Any = None, kind: type | None = None) -> Any
 
 # %% ../../nbs/91_runner.ipynb #59713110
 def _valid(what: str, unknown: Sequence[str], valid: Sequence[str]) -> ValueError:
-    return ValueError(f"unknown {what} {', '.join(map(repr, unknown))}; valid: {', '.join(valid) or '(none)'}")
+    "An error naming each unknown name, the closest valid one (difflib) when there is one, and all valid ones."
+    def hint(name: str) -> str:
+        close = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1, cutoff=0.6)
+        return f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+    return ValueError(f"unknown {what} {', '.join(map(hint, unknown))}; valid: {', '.join(valid) or '(none)'}")
 
 def select_papers(request: str | Sequence[str], papers: Mapping[str, Path]) -> list[str]:
     "The paper names asked for ('all', a name, or comma-separated names), checked against the notebooks found."
@@ -403,12 +417,17 @@ def check_request(path: str | Path, scale: str, overrides: Mapping[str, str] | S
     declared = notebook_parameters(path)
     pairs = list(overrides.items()) if isinstance(overrides, Mapping) else [tuple(p) for p in overrides]
     reserved = [k for k, _ in pairs if k in RUNNER_PARAMETERS]
-    if reserved: raise ValueError(f"set {' and '.join(reserved)} with --{reserved[0].replace('_', '-')}, not with -p")
+    if reserved: raise ValueError(f"set {' and '.join(reserved)} with --{reserved[0].replace('_', '-')}, not with -p"
+                                  + (" (plan_runs takes -p results_dir as the base folder)" if "results_dir" in reserved else ""))
     unknown = [k for k, _ in pairs if k not in declared]
-    if unknown: raise _valid(f"parameter(s) for {name}:", unknown, [k for k in declared if k not in RUNNER_PARAMETERS])
+    if unknown: raise _valid(f"parameter(s) for {name}:", unknown, [k for k in declared if k != "scale"])
     values = {"scale": scale} if "scale" in declared else {}
     for key, text in pairs:
-        try: values[key] = parse_value(text, declared[key]["value"], declared[key]["type"])
+        try:
+            values[key] = parse_value(text, declared[key]["value"], declared[key]["type"])
+            if key == "seeds" and values[key] is not None:  # read as the notebook will, before any folder exists
+                from fedlearn_nb.tools.papers import parse_seeds
+                parse_seeds(values[key], "0")
         except ValueError as error: raise ValueError(f"{name}: parameter {key}: {error}") from None
     return values
 
@@ -422,6 +441,7 @@ class RunPlan:
     parameters: dict[str, Any]
     output_dir: Path
     data: list[DataCheck] | None = None
+    unfinished: str = ""  # when `output_dir` is an unfinished run of the same command: how it ended ("interrupted ...")
 
     @property
     def executed_notebook(self) -> Path:
@@ -437,41 +457,96 @@ def timestamp() -> str:
     "The local time as YYYYmmdd-HHMMSS (the name of a run folder)."
     return datetime.now().strftime("%Y%m%d-%H%M%S")
 
-def run_folder_for(paper: str, scale: str, results_dir: str | Path | None = None, resume: bool = False) -> Path:
-    "`<results_dir>/papers/<paper>/<scale>/<YYYYmmdd-HHMMSS>`; with `resume`, the newest existing one if any."
-    base = (Path(results_dir) if results_dir is not None else load_settings().results_dir) / "papers" / paper / scale
-    if resume:
-        previous = sorted(p for p in base.glob("[0-9]" * 8 + "-" + "[0-9]" * 6) if p.is_dir())
-        if previous: return previous[-1].resolve()
+def results_base(results_dir: str | Path | None = None, settings: Settings | None = None,
+                 origin: str = "--results-dir") -> tuple[Path, str]:
+    "The base folder of the run folders (`results_dir`, else the settings') and what set it; an error naming the fix when it is no folder."
+    if results_dir is not None: base, origin = Path(results_dir).expanduser(), origin
+    else:
+        settings = settings or load_settings()
+        base, origin = Path(settings.results_dir), settings.origin("results_dir")
+    blocker = next((p for p in [base, *base.parents] if p.exists()), None)  # the first part of the path that exists
+    if blocker is not None and not blocker.is_dir():
+        fix = ("pass --results-dir a folder" if origin in ("--results-dir", "-p results_dir")
+               else f"point {origin.split()[-1]} at a folder, or unset it" if "environment variable" in origin
+               else f"set results_dir in {origin.removeprefix('settings file ')} to a folder" if origin.startswith("settings file")
+               else "pass --results-dir a folder")
+        raise ValueError(f"the results folder {base} (from {origin}) cannot be made: {blocker} is a file, not a folder; {fix}")
+    if blocker is not None and not os.access(blocker, os.W_OK | os.X_OK):
+        raise ValueError(f"the results folder {base} (from {origin}) cannot be written: no permission in {blocker}")
+    return base, origin
+
+_RUN_FOLDER = "[0-9]" * 8 + "-" + "[0-9]" * 6
+
+def _process_alive(pid: Any) -> bool:
+    try: os.kill(int(pid), 0)
+    except (OSError, ValueError, TypeError): return False
+    return True
+
+def unfinished_state(folder: str | Path, parameters: Mapping[str, Any] | None = None) -> str:
+    "How the run in `folder` ended when it did not finish ('interrupted ...', 'stopped ...'), '' if it finished, is still running or ran other parameters."
+    info = Path(folder) / "runner.json"
+    if not info.is_file(): return ""
+    try: record = read_json(info)
+    except ValueError: return ""
+    state = record.get("state")
+    if state not in ("interrupted", "running"): return ""
+    if state == "running" and record.get("host") == platform.node() and _process_alive(record.get("pid")): return ""  # a run in progress
+    if parameters is not None:
+        ours = {k: v for k, v in parameters.items() if k != "results_dir"}
+        if {k: v for k, v in record.get("parameters", {}).items() if k != "results_dir"} != ours: return ""
+    when = record.get("interrupted") or record.get("started", "?")
+    return f"interrupted at {when}" if state == "interrupted" else f"stopped without finishing (started {when})"
+
+def run_folder_for(paper: str, scale: str, results_dir: str | Path | None = None, resume: bool | None = False,
+                   parameters: Mapping[str, Any] | None = None) -> Path:
+    "`<results_dir>/papers/<paper>/<scale>/<YYYYmmdd-HHMMSS>`; `resume` True: the newest existing one if any; None: the newest unfinished run with the same `parameters` if any."
+    base = results_base(results_dir)[0] / "papers" / paper / scale
+    previous = sorted(p for p in base.glob(_RUN_FOLDER) if p.is_dir())
+    if resume and previous: return previous[-1].resolve()
+    if resume is None and previous and unfinished_state(previous[-1], parameters): return previous[-1].resolve()
     folder, stamp = base / timestamp(), 1
     while folder.exists(): folder, stamp = base / f"{timestamp()}-{stamp}", stamp + 1
     return folder.resolve()
 
 def plan_runs(request: str | Sequence[str], scale: str = "smoke", overrides: Sequence[tuple[str, str]] = (),
-              results_dir: str | Path | None = None, papers_dir: str | Path | None = None, resume: bool = False,
+              results_dir: str | Path | None = None, papers_dir: str | Path | None = None, resume: bool | None = False,
               check: bool = True, data_root: str | Path | None = None) -> list[RunPlan]:
-    "Check the request and plan one run per paper asked for (with the data check unless `check` is False)."
+    "Check the request and plan one run per paper asked for (with the data check unless `check` is False); `-p results_dir` is the base folder, as `results_dir`."
     papers = discover_papers(papers_dir)
+    pairs = [tuple(p) for p in (overrides.items() if isinstance(overrides, Mapping) else overrides)]
+    given = [value for key, value in pairs if key == "results_dir"]
+    origin = "--results-dir"
+    if given:
+        if results_dir is not None and Path(given[-1]).expanduser().resolve() != Path(results_dir).expanduser().resolve():
+            raise ValueError(f"the base folder is given twice, as --results-dir {results_dir} and -p results_dir {given[-1]}; give one")
+        results_dir, origin = given[-1], "-p results_dir"
+    pairs = [(key, value) for key, value in pairs if key != "results_dir"]
+    selected = select_papers(request, papers)
+    checked = {paper: check_request(papers[paper], scale, pairs) for paper in selected}  # every request checked before any folder is chosen
+    base = results_base(results_dir, origin=origin)[0]
     plans, cache = [], {}
-    for paper in select_papers(request, papers):
-        parameters = check_request(papers[paper], scale, overrides)
-        folder = run_folder_for(paper, scale, results_dir, resume)
+    for paper in selected:
+        parameters = checked[paper]
+        folder = run_folder_for(paper, scale, base, resume, parameters)
+        unfinished = unfinished_state(folder, parameters) if folder.is_dir() else ""
         parameters["results_dir"] = str(folder)
         data = check_data(PAPERS[paper].data_for(scale), data_root, cache) if check and paper in PAPERS and scale in PAPERS[paper].data else None
-        plans.append(RunPlan(paper, papers[paper], scale, parameters, folder, data))
+        plans.append(RunPlan(paper, papers[paper], scale, parameters, folder, data, unfinished))
     return plans
 
 def describe_plan(plan: RunPlan) -> str:
     "What a dry run prints for one plan: notebook, parameters, output folder and the data check."
     lines = [f"{plan.paper} ({plan.scale}): {plan.notebook}",
              f"  parameters: {', '.join(f'{k}={v!r}' for k, v in plan.parameters.items() if k != 'results_dir')}",
-             f"  writes to:  {plan.output_dir}"]
+             f"  writes to:  {plan.output_dir}"
+             + (f" (continues the unfinished run of this command, {plan.unfinished}; --new starts a new folder)" if plan.unfinished else "")]
     if plan.data is None: lines.append(f"  data:       not declared (add {plan.paper!r} to fedlearn_nb.tools.runner.PAPERS)")
     else:
         for check in plan.data:
             lines.append(f"  data:       {check.name}: {check.status}" + (f" -- {check.detail}" if check.detail else ""))
         if plan.missing_data: lines.append("  (the notebook skips what is missing and says so in its tables)")
     return "\n".join(lines)
+
 
 # %% ../../nbs/91_runner.ipynb #1f4644a5
 def _table_key(path: Path) -> tuple:
@@ -502,12 +577,17 @@ def table_summary(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
         notes = notes[notes.str.strip() != ""].map(lambda n: "; ".join(dict.fromkeys(n.split("; "))))  # a reason repeated per domain, once
         rows.append({"table": number, "entries": len(frame), "with ours": int(ours.notna().sum()),
                      "stand-in": int((ours.notna() & stand_in).sum()),
-                     "mean ours": ours[both].mean() if both.any() else None,
-                     "mean paper": paper[both].mean() if both.any() else None,
-                     "mean |difference|": (ours[both] - paper[both]).abs().mean() if both.any() else None,
+                     "mean ours": ours[both].mean() if both.any() else float("nan"),  # NaN, not None: printed as '-'
+                     "mean paper": paper[both].mean() if both.any() else float("nan"),
+                     "mean |difference|": (ours[both] - paper[both]).abs().mean() if both.any() else float("nan"),
                      "commonest note": notes.value_counts().index[0] if len(notes) else ""})
     return pd.DataFrame(rows, columns=["table", "entries", "with ours", "stand-in", "mean ours", "mean paper", "mean |difference|",
                                        "commonest note"])
+
+def shorten(text: Any, width: int) -> str:
+    "`text` cut to at most `width` characters at a word boundary, ending in '...' when cut (never mid-word)."
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else textwrap.shorten(text, width=width, placeholder=" ...")
 
 def side_by_side_text(frame: pd.DataFrame, max_rows: int | None = 30, decimals: int = 2, note_width: int = 80) -> str:
     "A results table as text: the columns before `ours` (which entry), ours, paper, difference, note; rows with ours first; stand-in rows marked."
@@ -518,7 +598,7 @@ def side_by_side_text(frame: pd.DataFrame, max_rows: int | None = 30, decimals: 
     stand_in = is_stand_in(frame)
     if stand_in.any(): shown.insert(0, "data", stand_in.map({True: "STAND-IN", False: "real"}))
     for column in value_columns: shown[column] = pd.to_numeric(shown[column], errors="coerce").round(decimals)
-    if "note" in shown: shown["note"] = shown["note"].fillna("").astype(str).str.slice(0, note_width)
+    if "note" in shown: shown["note"] = shown["note"].fillna("").astype(str).map(lambda note: shorten(note, note_width))
     if "ours" in shown: shown = pd.concat([shown[shown["ours"].notna()], shown[shown["ours"].isna()]])
     text = (shown.head(max_rows) if max_rows else shown).to_string(index=False, na_rep="-")
     if max_rows and len(shown) > max_rows: text += f"\n... {len(shown) - max_rows} more rows"
@@ -537,38 +617,88 @@ def results_problem(folder: str | Path) -> str:
 # %% ../../nbs/91_runner.ipynb #f20da568
 @dataclass
 class RunOutcome:
-    "The result of executing one plan: success, seconds taken, and the error message of a failed run."
+    "The result of executing one plan: success, seconds taken, the error message of a failed run, and whether Ctrl-C stopped it."
     plan: RunPlan
     ok: bool
     seconds: float
     error: str = ""
+    interrupted: bool = False
+
+class _Interruption:
+    "Ctrl-C during a run: the first interrupts the kernel's cell (as Jupyter's stop button) and runs no further cell; a second stops at once."
+    def __init__(self): self.interrupted, self.managers = False, []
+
+    def kernel_manager_class(self) -> type:
+        "nbclient's kernel manager, remembering its instances so that Ctrl-C can reach their kernel."
+        from jupyter_client.manager import AsyncKernelManager
+        managers = self.managers
+        class _Remembered(AsyncKernelManager):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                managers.append(self)
+        return _Remembered
+
+    def _kernel_pids(self) -> list[int]:
+        processes = [getattr(getattr(m, "provisioner", None), "process", None) for m in self.managers]
+        return [p.pid for p in processes if p is not None and p.poll() is None]
+
+    def handle(self, signum, frame):
+        if self.interrupted or not self._kernel_pids(): raise KeyboardInterrupt  # a second Ctrl-C, or no kernel yet
+        self.interrupted = True
+        for pid in self._kernel_pids():  # the kernel runs in a session of its own: the terminal's Ctrl-C does not reach it
+            try: os.kill(pid, signal.SIGINT)  # the kernel alone: it stops its client workers itself, without their tracebacks
+            except OSError: pass
+
+    def before_cell(self, **_):
+        "nbclient's hook before each cell: after Ctrl-C, no further cell starts."
+        if self.interrupted: raise RuntimeError("interrupted (Ctrl-C) before this cell")
+
+def _install_handler(handler):
+    try: return signal.signal(signal.SIGINT, handler)
+    except ValueError: return None  # not the main thread: Ctrl-C stays Python's
 
 def execute_plan(plan: RunPlan, progress: bool = True, kernel_name: str = "python3", threads: int | None = None,
                  timeout: int | None = None) -> RunOutcome:
-    "Run the plan's notebook with papermill into its output folder; write `runner.json`; never raise on a failing cell."
+    "Run the plan's notebook with papermill into its output folder; `runner.json` says running, then done, failed or interrupted; never raises on a failing cell."
     import nbformat, papermill
     plan.output_dir.mkdir(parents=True, exist_ok=True)
     nb = read_notebook(plan.notebook)
     environment = dict(os.environ)
     if threads:
         for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"): os.environ[key] = str(threads)
-    began, error = time.perf_counter(), ""
+    settings = find_settings_file()
+    if settings is not None: os.environ["FEDLEARN_SETTINGS"] = str(settings)  # the kernel reads the settings the runner used
+    began, error, started = time.perf_counter(), "", datetime.now().isoformat(timespec="seconds")
     record = {"paper": plan.paper, "notebook": str(plan.notebook), "scale": plan.scale, "parameters": plan.parameters,
               "data": None if plan.data is None else {c.name: c.status for c in plan.data}, "command": sys.argv,
               "metadata": run_metadata({"paper": plan.paper, "scale": plan.scale, "parameters": plan.parameters})}
+    atomic_write_json(plan.output_dir / "runner.json", {**record, "state": "running", "pid": os.getpid(), "host": platform.node(),
+                                                         "started": started})
+    interruption = _Interruption()
+    previous = _install_handler(interruption.handle)
     try:
         papermill.execute_notebook(nb, str(plan.executed_notebook), parameters=plan.parameters, kernel_name=kernel_name,
                                    cwd=str(plan.notebook.parent), progress_bar=progress, execution_timeout=timeout,
-                                   extra_arguments=list(KERNEL_ARGUMENTS))
+                                   extra_arguments=list(KERNEL_ARGUMENTS), on_cell_start=interruption.before_cell,
+                                   kernel_manager_class=interruption.kernel_manager_class())
+    except KeyboardInterrupt: interruption.interrupted = True
     except Exception as failure:  # papermill saves the notebook up to the failing cell
         error = f"{type(failure).__name__}: {str(failure).strip().splitlines()[-1] if str(failure).strip() else ''}"
     finally:
+        if previous is not None: signal.signal(signal.SIGINT, previous)
         os.environ.clear(); os.environ.update(environment)
-    error = error or results_problem(plan.output_dir)
     seconds = time.perf_counter() - began
+    now = datetime.now().isoformat(timespec="seconds")
+    if interruption.interrupted:
+        error = "interrupted (Ctrl-C)"
+        final = {"state": "interrupted", "interrupted": now}
+    else:
+        error = error or results_problem(plan.output_dir)
+        final = {"state": "failed" if error else "done", "finished": now}
     atomic_write_json(plan.output_dir / "runner.json", {**record, "ok": not error, "error": error, "seconds": round(seconds, 1),
-                                                         "finished": datetime.now().isoformat(timespec="seconds")})
-    return RunOutcome(plan, not error, seconds, error)
+                                                         "started": started, **final, "host": platform.node(), "pid": os.getpid()})
+    return RunOutcome(plan, not error, seconds, error, interruption.interrupted)
+
 
 # %% ../../nbs/91_runner.ipynb #f7570363
 PUBLISHED_PATTERNS = ("*.ipynb", "*.csv", "*.png", "*.svg", "*.md", "*.json")  # the run folder's top level: never checkpoints
@@ -587,6 +717,9 @@ def publish_run(run_dir: str | Path, destination: str | Path | None = None) -> P
     info = run_dir / "runner.json"
     if not info.is_file(): raise FileNotFoundError(f"{run_dir} has no runner.json: publish a folder written by `fedlearn-repro run`")
     record = read_json(info)
+    if record.get("state") in ("running", "interrupted"):
+        raise ValueError(f"the run in {run_dir} did not finish ({record['state']}); continue it with `fedlearn-repro run "
+                         f"{record.get('paper')} --scale {record.get('scale')} --resume` before publishing")
     if not record.get("ok"): raise ValueError(f"the run in {run_dir} failed ({record.get('error')}); fix it and run again before publishing")
     target = Path(destination) if destination is not None else find_papers_dir() / "results" / record["paper"] / record["scale"]
     if target.exists(): shutil.rmtree(target)
@@ -733,7 +866,8 @@ def list_papers(papers_dir: str | Path | None = None) -> str:
             lines.append(f"  scale {scale:<6} data: {data}")
         lines.append("  parameters (-p NAME VALUE):")
         for name, info in notebook_parameters(path).items():
-            note = " (set by the runner)" if name in RUNNER_PARAMETERS else ""
+            note = {"scale": " (set with --scale)",
+                    "results_dir": " (the base folder of the dated run folders, as --results-dir)"}.get(name, "")
             lines.append(f"    {name:<16} = {info['default']:<10} {info['help']}{note}")
         lines.append("")
     return "\n".join(lines) if lines else "no paper notebooks found"
@@ -745,12 +879,61 @@ def print_results(outcome: RunOutcome, max_rows: int | None = 30) -> pd.DataFram
           f"-> {outcome.plan.output_dir}")
     if outcome.error: print(f"    error: {outcome.error}\n    see the executed notebook {outcome.plan.executed_notebook}")
     for number, frame in tables.items():
-        print(f"\nTable {number} (ours vs the paper's)\n{side_by_side_text(frame, max_rows)}")
+        if not _numeric(frame, "ours").notna().any():  # nothing of ours: one line, not 30 rows saying why
+            print(f"\nTable {number}: none of its {len(frame)} entries has a number of ours ({table_summary({number: frame}).loc[0, 'commonest note'] or 'no note'})")
+        else: print(f"\nTable {number} (ours vs the paper's)\n{side_by_side_text(frame, max_rows)}")
     summary = table_summary(tables)
     summary.insert(0, "paper", outcome.plan.paper)
     return summary
 
+def summary_text(summary: pd.DataFrame, note_width: int = 60) -> str:
+    "The closing summary, one line per table: numbers rounded, '-' where there is none, notes cut at a word."
+    if not len(summary): return "no tables were written"
+    shown = summary.assign(**{"commonest note": summary["commonest note"].map(lambda note: shorten(note, note_width))})
+    return shown.round(2).to_string(index=False, na_rep="-")
+
 # %% ../../nbs/91_runner.ipynb #45221bfc
+def _import_torchvision():
+    import torchvision
+    return torchvision
+
+def torch_install_problem() -> str:
+    "'' when torchvision imports beside this torch; else one line naming both versions, the torchvision that matches, and the fix."
+    try: _import_torchvision(); return ""
+    except Exception as error:  # a torchvision built for another torch fails at import: "operator torchvision::nms does not exist"
+        import torch
+        from importlib.metadata import PackageNotFoundError, version
+        try: installed = version("torchvision")
+        except PackageNotFoundError: installed = None
+        release, _, build = torch.__version__.partition("+")  # "2.5.1", "cpu" | "cu124" | ""
+        match = re.match(r"2\.(\d+)", release)
+        wanted = f"0.{int(match.group(1)) + 15}" if match else None  # torch 2.N pairs with torchvision 0.(N+15)
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if installed is None: what = f"torchvision is not installed beside torch {torch.__version__}"
+        elif wanted and not installed.startswith(wanted + "."):
+            what = f"torchvision {installed} does not match torch {torch.__version__}, which needs torchvision {wanted}.x"
+        else: what = f"torchvision {installed} was built for another torch than this {torch.__version__} (e.g. CPU against CUDA)"
+        index = f" --index-url https://download.pytorch.org/whl/{build}" if build else ""
+        pins = f'"torch=={release}" "torchvision=={wanted}.*"' if wanted else "torch torchvision"
+        return (f"{what} (import torchvision: {first}); nothing was run. Fix: install both in one command from one index, "
+                f"pip install --force-reinstall {pins}{index}")
+
+def settings_line(settings: Settings, results: tuple[Path, str] | None = None) -> str:
+    "Where the settings came from, and the results and data folders in effect (with what set each; `results`: the command's own)."
+    source = f"{settings.source}" if settings.source is not None else "no settings.ini found (defaults, relative to the working directory)"
+    results = results or (settings.results_dir, settings.origin("results_dir"))
+    return (f"settings: {source}\n  results_dir: {results[0]} ({results[1]})"
+            f"\n  data_root:   {settings.data_root} ({settings.origin('data_root')})")
+
+def data_root_problem(settings: Settings) -> str:
+    "'' when the data folder exists; else a line saying which setting named it and how to change it."
+    root, origin = Path(settings.data_root), settings.origin("data_root")
+    if root.is_dir(): return ""
+    fix = (f"point {origin.split()[-1]} at the folder that holds the datasets, or unset it" if "environment variable" in origin
+           else f"set data_root in {origin.removeprefix('settings file ')}" if origin.startswith("settings file")
+           else "set data_root in settings.ini or FEDLEARN_DATA_ROOT")
+    return f"the data folder {root} does not exist ({origin} set it): {fix}; only the embedded data (smoke scale) is at hand"
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fedlearn-repro", description="List and run the paper reproduction notebooks.")
     parser.add_argument("--papers-dir", default=None, help="folder of the paper notebooks (default: <project>/papers)")
@@ -760,9 +943,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("paper", help="a paper name, comma-separated names, or 'all'")
     run.add_argument("--scale", default="smoke", help="smoke (embedded data, CPU, minutes) | quick | paper (default: smoke)")
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                     help="a notebook parameter, e.g. -p seeds 0,1,2 -p rounds 5")
+                     help="a notebook parameter, e.g. -p seeds 0,1,2 -p rounds 5 (-p results_dir is --results-dir)")
     run.add_argument("--results-dir", default=None, help="base folder (default: results_dir from settings.ini)")
-    run.add_argument("--resume", action="store_true", help="reuse the newest run folder of the paper and scale")
+    again = run.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_const", const=True, default=None,
+                       help="reuse the newest run folder of the paper and scale (the same command does so by itself after an interruption)")
+    again.add_argument("--new", dest="resume", action="store_const", const=False,
+                       help="a new dated folder even when the same command was interrupted before")
     run.add_argument("--dry-run", action="store_true", help="show what would run and which data is missing; run nothing")
     run.add_argument("--threads", type=int, default=None, help="CPU threads for the notebook's kernel (OMP/MKL)")
     run.add_argument("--timeout", type=int, default=None, help="seconds a single cell may take (default: no limit)")
@@ -774,37 +961,81 @@ def _parser() -> argparse.ArgumentParser:
                          "supplementary run kept beside the main one, which the status page keeps using)")
     return parser
 
-def main(argv: Sequence[str] | None = None) -> int:
-    "The `fedlearn-repro` command; returns the exit status (0 ok, 1 a run failed, 2 a bad request)."
-    args = _parser().parse_args(argv)
-    try:
-        if args.command == "list":
-            print(list_papers(args.papers_dir)); return 0
-        if args.command == "publish":
-            print(f"published to {publish_run(args.run_dir, args.to)}"); return 0
-        plans = plan_runs(args.paper, args.scale, args.parameter, args.results_dir, args.papers_dir, args.resume)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"fedlearn-repro: error: {error}", file=sys.stderr); return 2
+def _continue_command(argv: Sequence[str]) -> str:
+    "The command that continues an interrupted run: the same one, with --resume (and without --new)."
+    kept = [a for a in argv if a not in ("--resume", "--new")]
+    return shlex.join(["fedlearn-repro", *kept, "--resume"])
+
+def _interactive() -> bool:
+    "Is someone at a terminal to answer a question?"
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+def _ask_to_continue(plans: list[RunPlan]) -> None:
+    "At a terminal, ask before continuing an unfinished run of the same command; 'n' gives that paper a new folder."
+    if not _interactive(): return  # a script or a test: continue, as the plan says
+    for plan in plans:
+        if not plan.unfinished: continue
+        answer = input(f"{plan.paper}: the same command ran into {plan.output_dir} ({plan.unfinished}). Continue it? [Y/n] ").strip().lower()
+        if answer in ("n", "no"):
+            plan.output_dir = run_folder_for(plan.paper, plan.scale, plan.output_dir.parent.parent.parent.parent, resume=False)
+            plan.parameters["results_dir"], plan.unfinished = str(plan.output_dir), ""
+
+def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    problem = torch_install_problem()
+    if problem: print(f"fedlearn-repro: error: {problem}", file=sys.stderr); return 2
+    settings = load_settings()
+    plans = plan_runs(args.paper, args.scale, args.parameter, args.results_dir, args.papers_dir, args.resume, data_root=settings.data_root)
+    own = "--results-dir" if args.results_dir is not None else "-p results_dir" if any(k == "results_dir" for k, _ in args.parameter) else None
+    print(settings_line(settings, (plans[0].output_dir.parents[3], own) if own and plans else None))
+    missing_root = data_root_problem(settings) if any(p.missing_data for p in plans) else ""
+    hopeless = [p for p in plans if p.data and all(c.status == "missing" for c in p.data)]
+    if missing_root and (args.dry_run or not hopeless): print(f"note: {missing_root}")
     if args.dry_run:
         print("\n\n".join(describe_plan(p) for p in plans)); print("\n(dry run: nothing was executed)"); return 0
-    hopeless = [p for p in plans if p.data and all(c.status == "missing" for c in p.data)]
     for plan in hopeless:
         print(f"fedlearn-repro: error: {plan.paper} ({plan.scale}): none of its data is present "
               f"({'; '.join(f'{c.name}: {c.detail}' for c in plan.data)}); nothing would be computed. "
-              f"Put the data under data_root (settings.ini) or choose --scale smoke.", file=sys.stderr)
+              + (f"{missing_root[0].upper()}{missing_root[1:]}." if missing_root else
+                 "Put the data under data_root (settings.ini) or choose --scale smoke."), file=sys.stderr)
     if hopeless: return 2
+    _ask_to_continue(plans)
     outcomes = []
     for index, plan in enumerate(plans, 1):
         print(f"[{index}/{len(plans)}] {describe_plan(plan)}", flush=True)
         outcomes.append(execute_plan(plan, progress=not args.no_progress, threads=args.threads, timeout=args.timeout))
+        if outcomes[-1].interrupted:
+            print(f"\ninterrupted: continue with {_continue_command(argv)} (what {plan.paper} finished is kept in {plan.output_dir})",
+                  file=sys.stderr)
+            return 130
     summaries = [print_results(o, args.max_rows or None) for o in outcomes]
     summary = pd.concat(summaries, ignore_index=True) if summaries else pd.DataFrame()
     print("\n=== Summary: one line per table (mean over the entries where we have a number)")
-    if len(summary): summary["commonest note"] = summary["commonest note"].str.slice(0, 50)
-    print(summary.round(2).to_string(index=False, na_rep="-") if len(summary) else "no tables were written")
+    print(summary_text(summary))
     for outcome in outcomes:
         print(f"{outcome.plan.paper}: {'ok' if outcome.ok else 'FAILED: ' + outcome.error} ({outcome.seconds:.0f} s) -> {outcome.plan.output_dir}")
     return 0 if all(o.ok for o in outcomes) else 1
+
+def main(argv: Sequence[str] | None = None) -> int:
+    "The `fedlearn-repro` command; returns the exit status (0 ok, 1 a run failed, 2 a bad request, 130 interrupted)."
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
+    environment = dict(os.environ)
+    try:
+        if args.papers_dir is not None and not os.environ.get("FEDLEARN_SETTINGS"):  # the notebooks' project's settings
+            found = find_settings_file(args.papers_dir)
+            if found is not None: os.environ["FEDLEARN_SETTINGS"] = str(found)
+        if args.command == "list":
+            print(list_papers(args.papers_dir)); return 0
+        if args.command == "publish":
+            print(f"published to {publish_run(args.run_dir, args.to)}"); return 0
+        return _run(args, argv)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"fedlearn-repro: error: {error}", file=sys.stderr); return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted before any notebook started: nothing was written; run the same command again", file=sys.stderr); return 130
+    finally:
+        os.environ.clear(); os.environ.update(environment)
+
 
 # %% ../../nbs/91_runner.ipynb #431bfb62
 if __name__ == "__main__" and "__file__" in globals(): sys.exit(main())  # `python -m`, not a notebook's kernel
