@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.cluster import KMeans, kmeans_plusplus
 
 from .core import choose_device
 from .metrics import ari, clustering_accuracy, kappa, nmi
@@ -28,8 +27,9 @@ from .metrics import ari, clustering_accuracy, kappa, nmi
 # %% auto #0
 __all__ = ['DISTANCES', 'check_distance', 'as_points', 'first_neighbours', 'adjacency_matrix', 'canonical_labels',
            'first_neighbour_clusters', 'cluster_means', 'FinchResult', 'finch', 'plot_hierarchy', 'WeightedFinchResult',
-           'weighted_finch', 'check_num_clusters', 'kmeans', 'FuzzyCMeansResult', 'fuzzy_memberships', 'fuzzy_cmeans',
-           'assign_to_centroids', 'clustering_scores', 'flatten_images', 'centralised_clustering']
+           'weighted_finch', 'check_num_clusters', 'kmeans_plusplus', 'kmeans', 'kmeans_inertia', 'FuzzyCMeansResult',
+           'fuzzy_memberships', 'fuzzy_cmeans', 'assign_to_centroids', 'clustering_scores', 'flatten_images',
+           'centralised_clustering']
 
 # %% ../nbs/06_clustering.ipynb #112e81f6
 DISTANCES = ("cosine", "euclidean")
@@ -467,6 +467,10 @@ def weighted_finch(x, weights, distance: str = "cosine", centroid: str = "plain"
     return WeightedFinchResult(base.partitions, base.points, distance, mass, centroid, centroids, sums)
 
 # %% ../nbs/06_clustering.ipynb #d05daa29
+_KMEANS_BLOCK = 2**21       # on an accelerator: distance entries (rows x centroids of all restarts) computed at once
+_KMEANS_CPU_ROWS = 2048     # on the CPU: rows per block, so that a block's distances and sums stay in cache
+_KMEANS_CHECK_EVERY = 8     # on an accelerator: iterations between two looks (host synchronisations) at the converged restarts
+
 def _as_array(points: Any) -> np.ndarray:
     "Points as a 2-D float NumPy array (torch tensors on any device are copied to the CPU)."
     array = points.detach().cpu().numpy() if isinstance(points, torch.Tensor) else np.asarray(points)
@@ -480,18 +484,187 @@ def check_num_clusters(num_clusters: Any) -> int:
         raise ValueError(f"num_clusters must be a positive integer, got {num_clusters!r}")
     return int(num_clusters)
 
-def kmeans(points: Any, num_clusters: int, seed: int = 0, n_init: int = 10, init: Any = None,
-           sample_weight: Any = None, max_iter: int = 300) -> tuple[np.ndarray, np.ndarray]:
-    "k-means (scikit-learn, k-means++ or the given `init` centroids): (centroids (k, D), labels (N,))."
-    points, num_clusters = _as_array(points), check_num_clusters(num_clusters)
-    if len(points) == 0: raise ValueError("k-means of no points: the client holds no data")
-    if len(points) <= num_clusters:  # every point is its own cluster
-        return points.copy(), np.arange(len(points))
-    start = "k-means++" if init is None else _as_array(init).astype(points.dtype)
-    model = KMeans(num_clusters, init=start, n_init=n_init if init is None else 1, max_iter=max_iter,
-                   random_state=int(seed) % 2**32)
-    model.fit(points, sample_weight=None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64))
-    return model.cluster_centers_, model.labels_
+def _positive_integer(value: Any, name: str, meaning: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer ({meaning}), got {value!r}")
+    return int(value)
+
+def _kmeans_problem(points: Any, num_clusters: Any, sample_weight: Any) -> tuple[torch.Tensor, int, torch.Tensor]:
+    "Checked k-means input: points (N, D) as a floating tensor where they are, k <= N, and weights (N,) beside them."
+    points = points.detach() if isinstance(points, torch.Tensor) else torch.as_tensor(np.asarray(points))
+    if points.ndim != 2:
+        raise ValueError(f"points must be a 2-D (N, D) array, got shape {tuple(points.shape)}; flatten images with .reshape(len(x), -1)")
+    if points.shape[0] == 0: raise ValueError("k-means of no points: the client holds no data")
+    if points.shape[1] == 0: raise ValueError("the points have no features (shape (N, 0)); pass (N, D) with D >= 1")
+    if not points.is_floating_point() or points.dtype in (torch.float16, torch.bfloat16): points = points.to(torch.float32)
+    if not torch.isfinite(points).all(): raise ValueError("the points contain NaN or infinite values; remove or impute them before clustering")
+    num_clusters = check_num_clusters(num_clusters)
+    if num_clusters > len(points):
+        raise ValueError(f"{len(points)} points cannot form num_clusters={num_clusters} clusters; lower num_clusters to at most {len(points)}")
+    if sample_weight is None: return points, num_clusters, torch.ones(len(points), dtype=points.dtype, device=points.device)
+    weights = sample_weight.detach() if isinstance(sample_weight, torch.Tensor) else torch.as_tensor(np.asarray(sample_weight, dtype=np.float64))
+    weights = weights.to(device=points.device, dtype=points.dtype)
+    if weights.shape != (len(points),):
+        raise ValueError(f"sample_weight must hold one weight per point, shape ({len(points)},), got {tuple(weights.shape)}")
+    if not (torch.isfinite(weights).all() and (weights >= 0).all() and weights.sum() > 0):
+        raise ValueError("sample_weight must be finite and >= 0, with a positive sum")
+    return points, num_clusters, weights
+
+def _blocks(points: torch.Tensor, width: int) -> list[tuple[int, int]]:
+    "Row ranges of the blocks of a pass against `width` centroids: cache-sized on the CPU, large on an accelerator."
+    size = _KMEANS_CPU_ROWS if points.device.type == "cpu" else max(1, _KMEANS_BLOCK // max(1, width))
+    return [(start, min(start + size, len(points))) for start in range(0, len(points), size)]
+
+def _squared_distances(centres: torch.Tensor, rows: torch.Tensor, row_norms: torch.Tensor) -> torch.Tensor:
+    "||c - x||^2 (m, n) of centres (m, D) and rows (n, D) with squared norms (n,), clipped at 0."
+    return torch.addmm((centres * centres).sum(1)[:, None], centres, rows.T, alpha=-2).add_(row_norms).clamp_min_(0)
+
+def _kmeans_uniforms(restarts: int, num_clusters: int, seed: int, generator: torch.Generator | None, device) -> tuple[torch.Tensor, int]:
+    "Every uniform draw of k-means++ for `restarts` restarts, (R, 1 + (k-1) L), made on the CPU; and L, the candidates per step."
+    trials = 2 + int(math.log(num_clusters))                               # scikit-learn's number of local trials
+    if generator is None: generator = torch.Generator().manual_seed(int(seed) % 2**63)
+    elif generator.device.type != "cpu":
+        raise ValueError("generator must be a CPU torch.Generator: the draws are made on the CPU, so one seed gives the same draws on every device")
+    return torch.rand(restarts, 1 + (num_clusters - 1) * trials, generator=generator, dtype=torch.float64).to(device), trials
+
+def _plusplus(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, num_clusters: int,
+              uniforms: torch.Tensor, trials: int) -> torch.Tensor:
+    "Greedy k-means++ for R restarts at once: the indices (R, k) of the chosen points, from the uniform draws (R, 1 + (k-1) L)."
+    count, restarts = len(points), len(uniforms)
+    total = torch.cumsum(weights.double(), 0)                                          # (N,)
+    first = torch.searchsorted(total, (uniforms[:, :1] * total[-1]).contiguous()).squeeze(1).clamp_max_(count - 1)   # p ∝ w
+    chosen = [first]
+    closest = _squared_distances(points[first], points, norms)                         # (R, N): D(x)^2
+    for step in range(1, num_clusters):
+        cumulative = torch.cumsum((closest * weights).double(), 1)                     # (R, N)
+        draws = uniforms[:, 1 + (step - 1) * trials: 1 + step * trials] * cumulative[:, -1:]
+        candidates = torch.searchsorted(cumulative, draws.contiguous()).clamp_max_(count - 1)   # (R, L): p ∝ w D(x)^2
+        flat = points[candidates.reshape(-1)]                                          # (R L, D)
+        potential = torch.zeros(restarts, trials, dtype=torch.float64, device=points.device)
+        for start, stop in _blocks(points, restarts * trials):                        # sum_i w_i min(D(x_i)^2, ||x_i - candidate||^2)
+            part = _squared_distances(flat, points[start:stop], norms[start:stop]).view(restarts, trials, -1)
+            potential += (torch.minimum(part, closest[:, None, start:stop]) * weights[start:stop]).sum(2)
+        best = candidates.gather(1, potential.argmin(1, keepdim=True)).squeeze(1)       # (R,): the candidate that lowers it most
+        chosen.append(best)
+        closest = torch.minimum(closest, _squared_distances(points[best], points, norms))
+    return torch.stack(chosen, 1)
+
+def _lloyd_pass(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, centroids: torch.Tensor,
+                previous: torch.Tensor | None = None, sums: torch.Tensor | None = None, mass: torch.Tensor | None = None):
+    """One pass over the points in blocks, for R restarts at once: each point's nearest centroid (labels (R, N)) and its
+    squared distance to it (R, N); the clusters' weighted sums (R k, D) and masses (R k,), computed, or updated in place
+    from the `previous` labels by the points that changed cluster; and how many did, per restart (R,)."""
+    restarts, k, dim = centroids.shape
+    flat = centroids.reshape(restarts * k, dim)                                        # (R k, D)
+    squares = (flat * flat).sum(1)[:, None]                                            # (R k, 1)
+    offsets = (torch.arange(restarts, device=points.device) * k)[:, None]              # (R, 1): restart r's clusters are r k + j
+    labels = torch.empty(restarts, len(points), dtype=torch.long, device=points.device)
+    nearest = torch.empty(restarts, len(points), dtype=points.dtype, device=points.device)
+    moved = torch.zeros(restarts, dtype=torch.long, device=points.device)
+    if previous is None:
+        dtype = torch.float64 if points.device.type == "cpu" else points.dtype
+        sums = torch.zeros(restarts * k, dim, dtype=dtype, device=points.device)
+        mass = torch.zeros(restarts * k, dtype=dtype, device=points.device)
+    for start, stop in _blocks(points, restarts * k):
+        rows = points[start:stop]                                                      # (n, D)
+        scores = torch.addmm(squares, flat, rows.T, alpha=-2)                          # (R k, n): ||c||^2 - 2 c.x
+        values, index = scores.view(restarts, k, stop - start).min(1)                  # (R, n)
+        labels[:, start:stop], nearest[:, start:stop] = index, values
+        index = index + offsets
+        if previous is None:                                                           # the sums afresh
+            onehot = torch.zeros(restarts * k, stop - start, dtype=points.dtype, device=points.device)
+            onehot.scatter_(0, index, weights[start:stop].expand(restarts, -1))        # (R k, n): w_i in row (r, label)
+            sums += onehot @ rows
+            mass += onehot.sum(1)
+            continue
+        before = previous[:, start:stop] + offsets
+        changed = index != before                                                      # (R, n)
+        moved += changed.sum(1)
+        which = changed.any(0).nonzero().squeeze(1)                                    # rows that changed in some restart
+        if len(which) == 0: continue
+        change = changed[:, which] * weights[which].to(sums.dtype)                     # (R, m)
+        delta = torch.zeros(restarts * k, len(which), dtype=sums.dtype, device=points.device)
+        delta.scatter_add_(0, index[:, which], change).scatter_add_(0, before[:, which], -change)   # +w to the new cluster, -w to the old
+        sums.addmm_(delta, rows[which].to(sums.dtype))
+        mass += delta.sum(1)
+    return labels, (nearest + norms).clamp_min_(0), sums, mass, moved
+
+def _kmeans_means(points: torch.Tensor, sums: torch.Tensor, mass: torch.Tensor, nearest: torch.Tensor) -> torch.Tensor:
+    "The clusters' weighted means (R, k, D); an empty cluster moves to a point far from its centroid (the farthest first)."
+    restarts = len(nearest)
+    mass = mass.view(restarts, -1)                                                     # (R, k)
+    means = (sums.view(restarts, mass.shape[1], -1) / mass.clamp_min(torch.finfo(sums.dtype).tiny)[..., None]).to(points.dtype)
+    empty = mass <= 0
+    farthest = nearest.topk(mass.shape[1], dim=1).indices                              # (R, k)
+    rank = (empty.cumsum(1) - 1).clamp_min_(0)                                         # the e-th empty cluster takes the e-th farthest point
+    return torch.where(empty[..., None], points[farthest.gather(1, rank)], means)
+
+def _lloyd(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, centroids: torch.Tensor, max_iter: int,
+           tolerance: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    "Lloyd's iterations for R restarts at once, each until it converges: the final centroids (R, k, D) and iterations run (R,)."
+    restarts, k, _ = centroids.shape
+    cpu = points.device.type == "cpu"
+    final, active = centroids.clone(), torch.arange(restarts, device=points.device)
+    iterations = torch.zeros(restarts, dtype=torch.long, device=points.device)
+    done = torch.zeros(restarts, dtype=torch.bool, device=points.device)
+    previous = sums = mass = None
+    for iteration in range(1, max_iter + 1):
+        labels, nearest, sums, mass, moved = _lloyd_pass(points, norms, weights, centroids, previous if cpu else None, sums, mass)
+        updated = _kmeans_means(points, sums, mass, nearest)
+        converged = (updated - centroids).pow(2).sum((1, 2)) <= tolerance              # the centroids moved less than tol
+        if previous is not None: converged |= (moved == 0) if cpu else (labels == previous).all(1)   # or no label changed
+        centroids = torch.where(done[:, None, None], centroids, updated)               # a converged restart is frozen
+        iterations[active] += (~done).long()
+        done |= converged
+        previous = labels
+        if iteration % (1 if cpu else _KMEANS_CHECK_EVERY) and iteration < max_iter: continue
+        if bool(done.all()): break                                                     # the host looks: a synchronisation
+        if bool(done.any()):                                                           # the converged restarts leave the batch
+            final[active[done]] = centroids[done]
+            kept = (~done).nonzero().squeeze(1)
+            rows = (kept[:, None] * k + torch.arange(k, device=points.device)).reshape(-1)
+            active, centroids, done, previous, sums, mass = active[kept], centroids[kept], done[kept], previous[kept], sums[rows], mass[rows]
+    final[active] = centroids
+    return final, iterations
+
+def kmeans_plusplus(points: Any, num_clusters: int, seed: int = 0, sample_weight: Any = None,
+                    generator: torch.Generator | None = None) -> torch.Tensor:
+    "Greedy k-means++ seeds (k, D) of `points` (N, D), in torch where the points are, drawn from `seed` (or `generator`)."
+    points, num_clusters, weights = _kmeans_problem(points, num_clusters, sample_weight)
+    uniforms, trials = _kmeans_uniforms(1, num_clusters, seed, generator, points.device)
+    return points[_plusplus(points, (points * points).sum(1), weights, num_clusters, uniforms, trials)[0]]
+
+def kmeans(points: Any, num_clusters: int, seed: int = 0, n_init: int = 10, init: Any = None, sample_weight: Any = None,
+           max_iter: int = 300, tol: float = 1e-4, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    "k-means (Lloyd) from k-means++ seeds, `n_init` restarts in one batch (or from `init`), where the points are: centroids (k, D), labels (N,)."
+    points, num_clusters, weights = _kmeans_problem(points, num_clusters, sample_weight)
+    n_init = _positive_integer(n_init, "n_init", "the number of k-means++ restarts")
+    max_iter = _positive_integer(max_iter, "max_iter", "the most Lloyd iterations of a restart")
+    if isinstance(tol, bool) or not float(tol) >= 0: raise ValueError(f"tol must be a number >= 0, got {tol!r}")
+    norms = (points * points).sum(1)                                                   # (N,)
+    if init is None:
+        uniforms, trials = _kmeans_uniforms(n_init, num_clusters, seed, generator, points.device)
+        start = points[_plusplus(points, norms, weights, num_clusters, uniforms, trials)]   # (R, k, D)
+    else:
+        start = torch.as_tensor(init.detach() if isinstance(init, torch.Tensor) else np.asarray(init)).to(points.device, points.dtype)
+        if start.shape != (num_clusters, points.shape[1]):
+            raise ValueError(f"init must be ({num_clusters}, {points.shape[1]}) centroids, got {tuple(start.shape)}")
+        start = start[None]
+    tolerance = float(tol) * points.var(0, unbiased=False).mean()                      # scikit-learn's tolerance
+    centroids, _ = _lloyd(points, norms, weights, start, max_iter, tolerance)
+    labels, nearest, *_ = _lloyd_pass(points, norms, weights, centroids)
+    best = (nearest * weights).sum(1).argmin().view(1)                                 # the restart of least inertia, on the device
+    return centroids.index_select(0, best)[0], labels.index_select(0, best)[0]
+
+def kmeans_inertia(points: Any, centroids: Any, sample_weight: Any = None) -> float:
+    "The k-means objective J = sum_i w_i min_j ||x_i - c_j||^2 of `centroids` (k, D) on `points` (N, D), in float64."
+    points, _, weights = _kmeans_problem(points, 1, sample_weight)
+    points, weights = points.double(), weights.double()
+    centroids = torch.as_tensor(centroids.detach() if isinstance(centroids, torch.Tensor) else np.asarray(centroids)).to(points)
+    if centroids.ndim != 2 or centroids.shape[1] != points.shape[1]:
+        raise ValueError(f"centroids must be (k, {points.shape[1]}), got {tuple(centroids.shape)}")
+    nearest = _squared_distances(centroids, points, (points * points).sum(1)).amin(0)   # (N,)
+    return float((nearest * weights).sum())
 
 # %% ../nbs/06_clustering.ipynb #af29a614
 @dataclass
@@ -545,11 +718,11 @@ def fuzzy_memberships(points: Any, centroids: Any, m: float = 2.0) -> np.ndarray
 
 def fuzzy_cmeans(points: Any, num_clusters: int, m: float = 2.0, seed: int = 0, init: Any = None,
                  sample_weight: Any = None, max_iter: int = 300, tol: float = 1e-4) -> FuzzyCMeansResult:
-    "Fuzzy c-means (Bezdek) from k-means++ seeds or the given `init` centroids, until no centroid coordinate moves `tol`."
+    "Fuzzy c-means (Bezdek) from k-means++ seeds (`kmeans_plusplus`) or the given `init` centroids, until no centroid coordinate moves `tol`."
     _check_fuzzifier(m)
     points, num_clusters = _fcm_points(points), check_num_clusters(num_clusters)
     if len(points) < num_clusters: raise ValueError(f"{len(points)} points cannot form {num_clusters} clusters; lower num_clusters")
-    start = kmeans_plusplus(_to_numpy(points), num_clusters, random_state=int(seed) % 2**32)[0] if init is None else _to_numpy(init)
+    start = _to_numpy(kmeans_plusplus(points, num_clusters, seed=seed, sample_weight=sample_weight) if init is None else init)
     if start.shape != (num_clusters, points.shape[1]):
         raise ValueError(f"init must be ({num_clusters}, {points.shape[1]}) centroids, got {start.shape}")
     weights = np.ones(len(points)) if sample_weight is None else _to_numpy(sample_weight)
@@ -588,13 +761,17 @@ def clustering_scores(labels_true: Any, labels_pred: Any) -> dict[str, float]:
 # %% ../nbs/06_clustering.ipynb #4ee8dca0
 def flatten_images(x: Any, normalize: bool = True) -> np.ndarray:
     "Images (N, C, H, W) as (N, C*H*W) float32 rows, each L2-normalised if `normalize`."
-    rows = (x.detach().cpu() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))).reshape(len(x), -1).float()
-    return (F.normalize(rows, dim=1) if normalize else rows).numpy()
+    return _image_rows(x, normalize).cpu().numpy()
+
+def _image_rows(x: Any, normalize: bool) -> torch.Tensor:
+    "Images (N, C, H, W) as (N, C*H*W) float32 rows where they are, each L2-normalised if `normalize`."
+    rows = (x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))).reshape(len(x), -1).float()
+    return F.normalize(rows, dim=1) if normalize else rows
 
 def centralised_clustering(x: Any, num_clusters: int, method: str = "km", seed: int = 0, normalize: bool = True,
                            m: float = 1.1, n_init: int = 10) -> np.ndarray:
     "Labels of the pooled data by centralised k-means (`km`) or fuzzy c-means (`fcm`) on flattened images."
     if method not in ("km", "fcm"): raise ValueError(f"method must be 'km' or 'fcm', got {method!r}")
-    rows = flatten_images(x, normalize)
-    if method == "km": return kmeans(rows, num_clusters, seed=seed, n_init=n_init)[1]
+    rows = _image_rows(x, normalize)                                   # on the images' device: k-means runs there
+    if method == "km": return kmeans(rows, num_clusters, seed=seed, n_init=n_init)[1].cpu().numpy()
     return fuzzy_cmeans(rows, num_clusters, m=m, seed=seed).labels

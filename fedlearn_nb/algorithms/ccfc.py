@@ -67,8 +67,8 @@ class CCFC(FederatedClustering):
     # ---- server ----
     def merge_centroids(self, local_centroids: Sequence[torch.Tensor], round: int) -> torch.Tensor:
         "The server's k-means (k clusters) on the union of the clients' local centroids."
-        merged, _ = kmeans(torch.cat(list(local_centroids)).numpy(), self.k, seed=self.seed_for(round, "server_kmeans"), n_init=self.kmeans_n_init)
-        return torch.as_tensor(merged, dtype=torch.float32)
+        merged, _ = kmeans(torch.cat(list(local_centroids)), self.k, seed=self.seed_for(round, "server_kmeans"), n_init=self.kmeans_n_init)
+        return merged.float()
 
     def configure_fit(self, round: int, clients: Sequence[Client]) -> list[tuple[Client, FitIns]]:
         "Before the first round, the initial global centroids (clients' k-means of the initial model's latents, merged)."

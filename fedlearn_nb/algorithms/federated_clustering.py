@@ -47,9 +47,11 @@ class FederatedClustering(Algorithm):
 
     def local_kmeans(self, features: torch.Tensor, round: int, client_id: int | str,
                      num_clusters: int | None = None) -> torch.Tensor:
-        "k-means centroids (k, D) of a client's embeddings, seeded by (run seed, round, client)."
-        centroids, _ = kmeans(features, num_clusters or self.k, seed=self.seed_for(round, client_id, "kmeans"), n_init=self.kmeans_n_init)
-        return torch.as_tensor(centroids, dtype=torch.float32)
+        "k-means centroids (k, D) of a client's embeddings, seeded by (run seed, round, client); a client with at most k samples keeps them."
+        k = num_clusters or self.k
+        if len(features) <= k: return features.detach().float().cpu().clone()        # every sample is its own cluster
+        centroids, _ = kmeans(features, k, seed=self.seed_for(round, client_id, "kmeans"), n_init=self.kmeans_n_init)   # where the features are
+        return centroids.float().cpu()                                               # (k, D): they travel in a message
 
     def centroids_for(self, client: Client, ins: EvaluateIns | None = None) -> torch.Tensor:
         "The centroids that label `client`'s data: the global ones."

@@ -44,9 +44,9 @@ def prior_weighted_means(means: torch.Tensor, labels: torch.Tensor, counts: torc
     return h
 
 def collaboration_matrix(h: torch.Tensor, variances: torch.Tensor, i: int) -> torch.Tensor:
-    "P_i of FedPAC Eq. 10: diag(V) + [sum_k (h_i,k - h_j,k).(h_i,k - h_j',k)]_{j j'}, from (M, C, d) statistics h and (M,) V."
+    "P_i of FedPAC Eq. 10: diag(V) + [sum_k (h_i,k - h_j,k).(h_i,k - h_j',k)]_{j j'}, from (M, C, d) statistics h and (M,) V, on h's device."
     diff = (h[i][None] - h).flatten(1)  # (M, C*d)
-    return torch.diag(variances.double()) + diff @ diff.T
+    return torch.diag(torch.as_tensor(variances, dtype=torch.float64, device=h.device)) + diff @ diff.T
 
 def solve_simplex_qp(matrix: np.ndarray, threshold: float = 1e-3) -> np.ndarray:
     "argmin_a a^T P a over the probability simplex (SLSQP), small weights zeroed and the rest renormalised."
@@ -138,7 +138,7 @@ class FedPAC(FedPer):
         counts = torch.cat([p["counts"] for p in payloads]).to(self.device)
         self.server["prototypes"], self.server["prototype_labels"] = aggregate_prototypes(means, labels, counts, weighting="samples")
         h = torch.stack([prior_weighted_means(p["means"], p["labels"], p["counts"], self.data.num_classes) for p in payloads])
-        variances = torch.tensor([p["variance"] for p in payloads], dtype=torch.float64)
+        variances = torch.tensor([p["variance"] for p in payloads], dtype=torch.float64, device=h.device)   # (M,) beside h
         heads, self_weights = [p["head"] for p in payloads], []
         for i, (client, _) in enumerate(results):
             alpha = solve_simplex_qp(collaboration_matrix(h, variances, i).cpu().numpy(), self.weight_threshold)

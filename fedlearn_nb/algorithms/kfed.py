@@ -43,7 +43,7 @@ def kfed_merge(local_centroids: Sequence[np.ndarray], num_clusters: int, seed: i
     everything = np.concatenate(local)
     seeds = farthest_point_seeds(local[0], np.concatenate(local[1:]) if len(local) > 1 else everything[:0], num_clusters)
     centroids, _ = kmeans(everything, num_clusters, seed=seed, init=seeds)
-    return centroids
+    return centroids.numpy()
 
 # %% ../../nbs/51_kfed.ipynb #e8033e2f
 @register_algorithm

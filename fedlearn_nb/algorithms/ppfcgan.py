@@ -73,8 +73,8 @@ def train_dcn(encoder: nn.Module, decoder: nn.Module, images: torch.Tensor, num_
             total += loss.item() * len(x)
         history["pretrain_loss"] = total / len(images)
     latents = extract_features(encoder, images, batch_size)
-    centroids_np, labels = kmeans(latents, num_clusters, seed=kmeans_seed, n_init=kmeans_n_init)
-    centroids = torch.as_tensor(centroids_np, dtype=torch.float32, device=images.device)
+    centroids, _ = kmeans(latents, num_clusters, seed=kmeans_seed, n_init=kmeans_n_init)    # where the codes are
+    centroids = centroids.to(device=images.device, dtype=torch.float32)
     counts = torch.ones(num_clusters, device=images.device)
     encoder.train()
     for epoch in range(epochs):

@@ -254,7 +254,7 @@ class SDAFC(SyntheticDataClustering):
         seed = self.seed_for(round, "server_clustering")
         if self.clustering == "km": centroids, _ = kmeans(features, self.k, seed=seed, n_init=self.kmeans_n_init)
         else: centroids = fuzzy_cmeans(features, self.k, m=self.m, seed=seed, max_iter=self.fcm_max_iter, tol=self.fcm_tol).centroids
-        self.server["centroids"] = torch.as_tensor(centroids, dtype=torch.float32)
+        self.server["centroids"] = torch.as_tensor(centroids, dtype=torch.float32).cpu()   # k-means ran on the device
         return {}
 
 @register_algorithm
