@@ -114,3 +114,13 @@ def test_the_chapters_figure_cache_is_neither_missing_nor_stale():
     assert problems == [], "\n".join(problems)
     size = sum(p.stat().st_size for p in (ROOT / "nbs" / "_outputs").rglob("*") if p.is_file())
     assert size < 2_000_000, f"nbs/_outputs holds {size / 1024:.0f} KB: keep the committed figures small"
+
+
+def test_every_notebook_opens_with_the_python3_kernel():
+    "JupyterLab asks for a kernel when a notebook names none: every chapter and paper notebook names python3, as nbdev-clean keeps it."
+    notebooks = sorted((ROOT / "nbs").glob("*.ipynb")) + sorted((ROOT / "papers").glob("*.ipynb"))
+    assert len(notebooks) > 50
+    wrong = {p.relative_to(ROOT).as_posix(): json.loads(p.read_text(encoding="utf-8"))["metadata"].get("kernelspec") for p in notebooks}
+    wrong = {name: spec for name, spec in wrong.items()
+             if not spec or spec.get("name") != "python3" or spec.get("language") != "python"}
+    assert not wrong, f"{len(wrong)} notebooks without the python3 kernelspec, e.g. {dict(list(wrong.items())[:3])}"
