@@ -752,6 +752,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", help="reuse the newest run folder of the paper and scale")
     run.add_argument("--dry-run", action="store_true", help="show what would run and which data is missing; run nothing")
     run.add_argument("--threads", type=int, default=None, help="CPU threads for the notebook's kernel (OMP/MKL)")
+    run.add_argument("--parallel", type=int, default=None, metavar="N", help="train the paper's independent runs in N processes "
+                     "side by side (its notebook parameter `parallel`; same results as one after another)")
     run.add_argument("--timeout", type=int, default=None, help="seconds a single cell may take (default: no limit)")
     run.add_argument("--max-rows", type=int, default=30, help="rows printed per table in the summary (0: all)")
     run.add_argument("--no-progress", action="store_true")
@@ -769,7 +771,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(list_papers(args.papers_dir)); return 0
         if args.command == "publish":
             print(f"published to {publish_run(args.run_dir, args.to)}"); return 0
-        plans = plan_runs(args.paper, args.scale, args.parameter, args.results_dir, args.papers_dir, args.resume)
+        if args.parallel is not None and args.parallel < 1: raise ValueError(f"--parallel must be >= 1, got {args.parallel}")
+        parallel = [] if args.parallel is None else [("parallel", str(args.parallel))]
+        plans = plan_runs(args.paper, args.scale, args.parameter + parallel, args.results_dir, args.papers_dir, args.resume)
     except (ValueError, FileNotFoundError) as error:
         print(f"fedlearn-repro: error: {error}", file=sys.stderr); return 2
     if args.dry_run:
