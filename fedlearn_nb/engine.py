@@ -1226,7 +1226,7 @@ class RunConfig:
     model_seed: int | None = None         # the seed of the model's initial weights; None: derived from `seed`
     encoder_path: str | None = None       # a saved encoder (selfsupervised.save_encoder) loaded into the model's features
     client_workers: int = 1               # processes for clients trained one by one: 1 none, 0 one per core (see fit_clients_in_workers)
-    federation: dict = field(default_factory=dict)  # FederationSpec options: test_per_class (a cut of the test split), partition_seed
+    federation: dict = field(default_factory=dict)  # FederationSpec options: test_per_class (a cut of the test split), partition_seed, name
 
     def __post_init__(self):
         from fedlearn_nb.federation import POOLING, SCHEMES
@@ -1324,7 +1324,7 @@ def build_federated_data(config: RunConfig, device: str | torch.device = "cpu", 
         from fedlearn_nb.selfsupervised import to_encoder_input
         transform = functools.partial(to_encoder_input, **config.encoder_input)
     spec = FederationSpec.from_dict(config.federation)
-    common = dict(seed=spec.seed(config.seed), transform=transform, pooled=config.pooled, device=device, **config.partition_kwargs)
+    common = dict(seed=spec.seed(config.seed), name=spec.name, transform=transform, pooled=config.pooled, device=device, **config.partition_kwargs)
     if config.partition == "domains":
         benchmark = data_module.load_benchmark(config.dataset, root=data_root, **config.data_kwargs)
         return build_federation(benchmark, "domains", clients_per_domain=config.clients_per_domain, **common)

@@ -281,15 +281,17 @@ def personalised_partition(labels: Any, setting: str, num_clients: int, seed: in
 # %% ../nbs/04_federation.ipynb #13c8e7ca
 @dataclass(frozen=True)
 class FederationSpec:
-    "What a federation's draw needs beyond its scheme and the scheme's options: a class-balanced test cut, a seed of its own."
+    "What a federation's draw needs beyond its scheme and the scheme's options: a class-balanced test cut, a seed and a name of its own."
     test_per_class: int | None = None   # keep at most this many test images of each class (a fixed draw, seed 0); None: all
     partition_seed: int | None = None   # seeds the partition and the clients' test split; None: the run's seed
+    name: str | None = None             # the federation's name (part of a checkpoint's fingerprint); None: the data's
 
     def __post_init__(self):
         for name, minimum in (("test_per_class", 1), ("partition_seed", 0)):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum):
                 raise ValueError(f"federation option {name} must be an integer >= {minimum} or None, got {value!r}")
+        if self.name is not None and not (isinstance(self.name, str) and self.name): raise ValueError(f"federation option name must be a non-empty string or None, got {self.name!r}")
 
     @classmethod
     def from_dict(cls, options: dict | None) -> FederationSpec:
