@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Any, Hashable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
-
 import numpy as np
 import pandas as pd
-from IPython.display import display
 import torch
 from fastcore.basics import patch
+from IPython.display import display
 
 from ..core import atomic_write_csv, atomic_write_json
 from ..engine import History, RunConfig, run, run_folder
@@ -134,11 +133,12 @@ class PaperRuns:
 # %% ../../nbs/95_papers.ipynb #e2eb7e2b
 @dataclasses.dataclass
 class RunRequest:
-    "One run a table needs: its key, its config, the file its history is written to, and whether it may fail (a noted, empty entry)."
+    "One run a table needs: its key, its config, the file its history is written to, whether it may fail (a noted, empty entry), `run`'s options."
     key: Hashable
     config: RunConfig
     history_file: str | None = None
     may_fail: bool = False
+    options: dict = dataclasses.field(default_factory=dict)   # e.g. data= a federation built once (a worker inherits it: nothing is pickled)
 
 _REQUESTS: list[RunRequest] = []   # in a worker process: the requests of its pool (set by `_start_worker`)
 
@@ -150,7 +150,7 @@ def _start_worker(requests: list[RunRequest], threads: int) -> None:
 def _run_in_worker(index: int) -> float:
     "Train request `index` to its end in its folder; the CPU seconds it took (a failure is left to the notebook's process)."
     began = _cpu_seconds()
-    try: run(dataclasses.replace(_REQUESTS[index].config, client_workers=1), progress=False)
+    try: run(dataclasses.replace(_REQUESTS[index].config, client_workers=1), progress=False, **_REQUESTS[index].options)
     except Exception: pass
     return _cpu_seconds() - began
 
@@ -163,7 +163,7 @@ def run_all(self: PaperRuns, requests: Sequence[RunRequest]) -> list[History | N
         with ProcessPoolExecutor(min(self.parallel, len(pending)), mp_context=context, initializer=_start_worker,
                                  initargs=(pending, torch.get_num_threads())) as pool:
             for request, seconds in zip(pending, pool.map(_run_in_worker, range(len(pending)))): self.cpu_seconds[request.key] = seconds
-    return [self.run(r.key, r.config, r.history_file, may_fail=r.may_fail) for r in requests]
+    return [self.run(r.key, r.config, r.history_file, may_fail=r.may_fail, **r.options) for r in requests]
 
 # %% ../../nbs/95_papers.ipynb #c1e4a0b2
 def client_workers_for(scale: str, client_workers: int | None = None) -> int:
