@@ -1,6 +1,7 @@
 """What every notebook in `papers/` needs besides its own set-up: reading its parameters, naming run folders, running a
-method over seeds through `run(config)`, and setting our numbers beside the paper's. Used by the FedCCL, FedPLCC,
-FedCRL, CCFC and CP-CFL notebooks and the cross-paper benchmark.
+table's independent runs through `run(config)` (one after another or side by side), and setting our numbers beside
+the paper's, table by table. Used by the FedCCL, FedPLCC, FedCRL, CCFC and CP-CFL notebooks and the cross-paper
+benchmark.
 
 Docs: https://fedlearn-nb.github.io/fedlearn_nb/papers.html.md"""
 
