@@ -33,11 +33,18 @@ def table(folder: Path, runs: int, rounds: int) -> list[RunRequest]:
     return [RunRequest(index, dataclasses.replace(base, algorithm=("fedavg", "fedccl")[index % 2], seed=index // 2)) for index in range(runs)]
 
 
-def timed(parallel: int, runs: int, rounds: int) -> tuple[float, list]:
+def cpu_seconds() -> float:
+    "CPU seconds of this process and its finished children (the workers)."
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def timed(parallel: int, runs: int, rounds: int) -> tuple[float, float, list]:
+    "Wall and CPU seconds of the table run with `parallel` processes, and its histories."
     with tempfile.TemporaryDirectory() as folder:
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), cpu_seconds()
         histories = PaperRuns(folder, parallel=parallel).run_all(table(Path(folder), runs, rounds))
-        return time.perf_counter() - began, [h.to_frame(with_time=False) for h in histories]
+        return time.perf_counter() - began, cpu_seconds() - cpu, [h.to_frame(with_time=False) for h in histories]
 
 
 def main() -> None:
@@ -48,17 +55,17 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"load average before: {os.getloadavg()}")
-    walls = {1: [], 2: []}
+    walls, cpus = {1: [], 2: []}, {1: [], 2: []}
     for repeat in range(args.repeats):
         for parallel in (1, 2):
-            wall, frames = timed(parallel, args.runs, args.rounds)
-            walls[parallel].append(wall)
+            wall, cpu, frames = timed(parallel, args.runs, args.rounds)
+            walls[parallel].append(wall); cpus[parallel].append(cpu)
             if parallel == 1: reference = frames
             else: assert all(a.equals(b) for a, b in zip(reference, frames)), "parallel histories differ from sequential ones"
-            print(f"repeat {repeat}: parallel={parallel}: {wall:.1f} s (load {os.getloadavg()[0]:.2f})", flush=True)
+            print(f"repeat {repeat}: parallel={parallel}: {wall:.1f} s wall, {cpu:.1f} CPU-s (load {os.getloadavg()[0]:.2f})", flush=True)
     one, two = statistics.median(walls[1]), statistics.median(walls[2])
-    print(f"{args.runs} runs of {args.rounds} rounds: sequential {one:.1f} s, parallel 2 {two:.1f} s, ratio {two / one:.2f} "
-          f"(histories identical); load average after: {os.getloadavg()}")
+    print(f"{args.runs} runs of {args.rounds} rounds: sequential {one:.1f} s, parallel 2 {two:.1f} s, wall ratio {two / one:.2f}; "
+          f"CPU-s {statistics.median(cpus[1]):.1f} vs {statistics.median(cpus[2]):.1f} (histories identical); load average after: {os.getloadavg()}")
 
 
 if __name__ == "__main__":
