@@ -44,3 +44,12 @@ def test_every_parameter_has_a_type_papermill_shows(paper):
     # the annotations say what the runner's -p checks: an int parameter is Optional[int] or int
     for name, info in notebook_parameters(PAPERS[paper]).items():
         if info["type"] is int: assert inferred[name]["inferred_type_name"] in ("int", "Optional[int]"), (paper, name, inferred[name])
+
+
+def test_parallel_reaches_the_notebooks_that_run_side_by_side(tmp_path):
+    "fedlearn-repro run <paper> --parallel N sets the notebook parameter `parallel` (an int); a notebook without it is refused by name."
+    from fedlearn_nb.tools.runner import main, plan_runs
+    for paper in ("fedccl", "fedplcc", "benchmark"):
+        plan, = plan_runs(paper, "smoke", [("parallel", "2")], tmp_path, ROOT / "papers")
+        assert plan.parameters["parallel"] == 2, paper
+    assert main(["--papers-dir", str(ROOT / "papers"), "run", "fedcrl", "--parallel", "2", "--dry-run"]) == 2
