@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from .core import (atomic_write_bytes, atomic_write_csv, atomic_write_json, check_keywords, choose_device,
                               load_settings, read_json, remove_temporaries, run_metadata, seed_everything, torch_generator)
 from .metrics import payload_bytes
-from .federation import Client, FederatedData, build_federation, derive_seed
+from .federation import Client, FederatedData, FederationSpec, build_federation, derive_seed
 
 # %% auto #0
 __all__ = ['Parameters', 'CPU_FORWARD_ROWS', 'CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'CHECKPOINT_NAME', 'ALGORITHMS',
@@ -1185,7 +1185,7 @@ def check_options(given: Mapping[str, Any], function: Callable, set_here: Mappin
     if missing: raise TypeError(f"{what}: {', '.join(map(repr, missing))} must be given (e.g. {{{missing[0]!r}: ...}})")
 
 DATA_SPLITS = ("train", "all")
-_LATER_FIELDS = ("data_split", "per_class", "encoder_input", "pooled", "model_seed", "encoder_path")  # name a run only when set
+_LATER_FIELDS = ("data_split", "per_class", "encoder_input", "pooled", "model_seed", "encoder_path", "federation")  # name a run only when set
 
 @dataclass
 class RunConfig:
@@ -1226,6 +1226,7 @@ class RunConfig:
     model_seed: int | None = None         # the seed of the model's initial weights; None: derived from `seed`
     encoder_path: str | None = None       # a saved encoder (selfsupervised.save_encoder) loaded into the model's features
     client_workers: int = 1               # processes for clients trained one by one: 1 none, 0 one per core (see fit_clients_in_workers)
+    federation: dict = field(default_factory=dict)  # FederationSpec options: test_per_class (a cut of the test split), partition_seed, name
 
     def __post_init__(self):
         from fedlearn_nb.federation import POOLING, SCHEMES
@@ -1242,6 +1243,9 @@ class RunConfig:
         if not 0 < self.fraction <= 1: raise ValueError(f"fraction must be in (0, 1], got {self.fraction}")
         if self.seed < 0: raise ValueError(f"seed must be non-negative, got {self.seed}")
         self._check_combinations()
+        if FederationSpec.from_dict(self.federation).test_per_class is not None and (self.partition == "domains" or self.test_fraction is not None or self.data_split != "train"):
+            raise ValueError("federation test_per_class cuts the test split a dataset's clients share: it needs partition != 'domains' (use "
+                             "data_kwargs test_per_class for a benchmark), test_fraction=None and data_split='train'")
         self.training()  # validates optimizer, lr, steps
         self._check_options()
 
@@ -1319,14 +1323,15 @@ def build_federated_data(config: RunConfig, device: str | torch.device = "cpu", 
     if config.encoder_input:
         from fedlearn_nb.selfsupervised import to_encoder_input
         transform = functools.partial(to_encoder_input, **config.encoder_input)
-    common = dict(seed=config.seed, transform=transform, pooled=config.pooled, device=device, **config.partition_kwargs)
+    spec = FederationSpec.from_dict(config.federation)
+    common = dict(seed=spec.seed(config.seed), name=spec.name, transform=transform, pooled=config.pooled, device=device, **config.partition_kwargs)
     if config.partition == "domains":
         benchmark = data_module.load_benchmark(config.dataset, root=data_root, **config.data_kwargs)
         return build_federation(benchmark, "domains", clients_per_domain=config.clients_per_domain, **common)
     data = data_module.load_dataset(config.dataset, root=data_root, split=config.data_split, **config.data_kwargs)
     if config.per_class is not None: data = data.subset(data_module.subsample_per_class(data.y.numpy(), per_class=config.per_class, seed=0))
     held_out = config.test_fraction is None and config.data_split == "train"
-    test = data_module.load_dataset(config.dataset, root=data_root, split="test", **config.data_kwargs) if held_out else None
+    test = spec.test_split(data_module.load_dataset(config.dataset, root=data_root, split="test", **config.data_kwargs)) if held_out else None
     return build_federation(data, config.partition, config.num_clients, test=test, test_fraction=config.test_fraction, **common)
 
 def build_model_for(config: RunConfig, data: FederatedData) -> nn.Module:

@@ -17,12 +17,14 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .core import check_keywords
+from .data import subsample_per_class
 from .partition import (PARTITIONERS, GroupedPartition, partition_domains, partition_grouped_label_sets,
                                    partition_labels, split_train_test)
 
 # %% auto #0
 __all__ = ['SCHEMES', 'POOLING', 'PERSONALISED_TEST_FRACTION', 'derive_seed', 'Client', 'FederatedData', 'merge_splits',
-           'scheme_function', 'build_federation', 'personalised_scheme', 'personalised_partition']
+           'scheme_function', 'build_federation', 'personalised_scheme', 'personalised_partition', 'FederationSpec']
 
 # %% ../nbs/04_federation.ipynb #b2dca195
 @functools.lru_cache(maxsize=256)
@@ -275,3 +277,34 @@ def personalised_partition(labels: Any, setting: str, num_clients: int, seed: in
     labels = np.asarray(labels)
     scheme, partition_options = personalised_scheme(setting, num_clients, len(np.unique(labels)), **options)
     return partition_labels(scheme, labels, num_clients, seed=seed, **partition_options)
+
+# %% ../nbs/04_federation.ipynb #13c8e7ca
+@dataclass(frozen=True)
+class FederationSpec:
+    "What a federation's draw needs beyond its scheme and the scheme's options: a class-balanced test cut, a seed and a name of its own."
+    test_per_class: int | None = None   # keep at most this many test images of each class (a fixed draw, seed 0); None: all
+    partition_seed: int | None = None   # seeds the partition and the clients' test split; None: the run's seed
+    name: str | None = None             # the federation's name (part of a checkpoint's fingerprint); None: the data's
+
+    def __post_init__(self):
+        for name, minimum in (("test_per_class", 1), ("partition_seed", 0)):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum):
+                raise ValueError(f"federation option {name} must be an integer >= {minimum} or None, got {value!r}")
+        if self.name is not None and not (isinstance(self.name, str) and self.name): raise ValueError(f"federation option name must be a non-empty string or None, got {self.name!r}")
+
+    @classmethod
+    def from_dict(cls, options: dict | None) -> FederationSpec:
+        "The spec of a config's `federation` dict; a misspelt option is an error naming the valid ones."
+        options = dict(options or {})
+        check_keywords(options, [f.name for f in dataclasses.fields(cls)], "federation option", error=ValueError)
+        return cls(**options)
+
+    def seed(self, run_seed: int) -> int:
+        "The seed the partition is drawn with."
+        return run_seed if self.partition_seed is None else self.partition_seed
+
+    def test_split(self, test):
+        "`test` cut to at most `test_per_class` images of each class (seed 0), or as it is."
+        if test is None or self.test_per_class is None: return test
+        return test.subset(subsample_per_class(test.y.cpu().numpy(), self.test_per_class, seed=0))
