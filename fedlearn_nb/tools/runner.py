@@ -596,7 +596,8 @@ def side_by_side_text(frame: pd.DataFrame, max_rows: int | None = 30, decimals: 
     keys = [c for c in (columns[:columns.index("ours")] if "ours" in columns else columns) if c not in ("table", "note", *value_columns)]
     shown = frame[keys + value_columns + (["note"] if "note" in frame else [])].copy()
     stand_in = is_stand_in(frame)
-    if stand_in.any(): shown.insert(0, "data", stand_in.map({True: "STAND-IN", False: "real"}))
+    marker = "data" if "data" not in shown else "computed on"   # FedCRL's tables name their dataset `data`
+    if stand_in.any(): shown.insert(0, marker, stand_in.map({True: "STAND-IN", False: "real"}))
     for column in value_columns: shown[column] = pd.to_numeric(shown[column], errors="coerce").round(decimals)
     if "note" in shown: shown["note"] = shown["note"].fillna("").astype(str).map(lambda note: shorten(note, note_width))
     if "ours" in shown: shown = pd.concat([shown[shown["ours"].notna()], shown[shown["ours"].isna()]])
