@@ -576,7 +576,7 @@ def _lloyd_pass(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor
             nearest[:, start:stop] = upper.square()                                    # an upper bound where the row is not looked at
             look = (upper + margin >= lower).any(0).nonzero().squeeze(1)               # rows that may change cluster in some restart
             if len(look) == 0: continue
-            rows, row_norms, at = rows[look], row_norms[look], look + start
+            if 2 * len(look) < stop - start: rows, row_norms, at = rows[look], row_norms[look], look + start   # else the whole block: no gather
         scores = torch.addmm(squares, flat, rows.T, alpha=-2).view(restarts, k, -1)    # (R, k, n): ||c||^2 - 2 c.x
         values, index = scores.min(1)                                                  # (R, n)
         labels[:, at], nearest[:, at] = index, (values + row_norms).clamp_min_(0)
