@@ -39,7 +39,9 @@ import torch.nn.functional as F
 
 from fedlearn_nb.algorithms.fedavg import FedAvg
 from fedlearn_nb.core import seed_everything, torch_generator
-from fedlearn_nb.engine import LocalTraining, batching_obstacles, run_round
+from fedlearn_nb.engine import LocalTraining
+from fedlearn_nb.execution import batching_obstacles
+from fedlearn_nb.loop import run_round
 from fedlearn_nb.federation import FederatedData
 from fedlearn_nb.models import build_model
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 pytest.importorskip("flwr")
-from fedlearn_nb.engine import RunConfig, build_federated_data, get_backend, run  # noqa: E402
+from fedlearn_nb.experiment import RunConfig, build_federated_data, get_backend, run  # noqa: E402
 from fedlearn_nb.tools.flower import (LocalGrid, flower_folder, pack, run_deployment, run_many_on_flower, run_on_flower,  # noqa: E402
                                 save_partition, serve_experiment, unpack)
 

@@ -61,7 +61,7 @@ def golden_config(name: str, results_dir: str):
 
 def record_history(name: str) -> list[dict]:
     "Run algorithm `name`'s golden config in a temporary folder and return its per-round records."
-    from fedlearn_nb.engine import run
+    from fedlearn_nb.experiment import run
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as folder:
         history = run(golden_config(name, folder), resume=False, progress=False)

@@ -16,7 +16,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import History, LocalTraining, register_algorithm, run_experiment
+from ..engine import LocalTraining, register_algorithm
+from ..history import History
+from ..loop import run_experiment
 from ..federation import Client, FederatedData, derive_seed
 from .ifca import IFCA
 from ..models import build_model

@@ -30,9 +30,11 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from ..core import atomic_write_bytes, atomic_write_json, choose_device, load_settings, run_metadata, seed_everything
-from ..engine import (Algorithm, EvaluateIns, EvaluateRes, FitIns, FitRes, History, RunConfig,
-                                build_algorithm, build_federated_data, build_model_for, register_backend,
-                                run_experiment, run_folder, seed_torch, CHECKPOINT_NAME)
+from ..engine import Algorithm, EvaluateIns, EvaluateRes, FitIns, FitRes
+from ..history import History
+from ..execution import seed_torch
+from ..loop import run_experiment, CHECKPOINT_NAME
+from ..experiment import RunConfig, build_algorithm, build_federated_data, build_model_for, register_backend, run_folder
 from ..federation import Client, FederatedData
 
 # %% auto #0

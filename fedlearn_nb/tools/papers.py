@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from ..core import atomic_write_csv
-from ..engine import History, RunConfig, run, run_folder
+from ..history import History
+from ..experiment import RunConfig, run, run_folder
 from ..reporting import compare_with_paper
 
 # %% auto #0
