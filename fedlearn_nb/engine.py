@@ -20,7 +20,8 @@ from fastcore.basics import patch
 
 from .core import torch_generator
 from .metrics import payload_bytes
-from .federation import Client, FederatedData, derive_seed
+from .core import derive_seed
+from .federation import Client, FederatedData
 
 # %% auto #0
 __all__ = ['Parameters', 'CPU_FORWARD_ROWS', 'ALGORITHMS', 'ALGORITHM_ENTRY_POINTS', 'FitIns', 'FitRes', 'EvaluateIns',

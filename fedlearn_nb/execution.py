@@ -19,13 +19,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .core import seed_torch
 from .federation import Client
 from .engine import (_BN_TYPES, Algorithm, EvaluateIns, EvaluateRes, FitIns, FitRes, RunningAverage, get_parameters,
                                 set_parameters, set_training)
 
 # %% auto #0
-__all__ = ['CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'batching_obstacles', 'batched_loss_step', 'seed_torch',
-           'fit_clients_batched', 'fit_clients', 'worker_obstacles', 'ClientUpdateError', 'run_in_workers',
+__all__ = ['CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'batching_obstacles', 'batched_loss_step', 'fit_clients_batched',
+           'check_scheduling', 'fit_clients', 'worker_obstacles', 'ClientUpdateError', 'run_in_workers',
            'fit_clients_in_workers', 'evaluate_clients']
 
 # %% ../nbs/11b_execution.ipynb #b1a7c002
@@ -73,12 +74,6 @@ def batched_loss_step(model: nn.Module) -> Callable:
     return vmap(grad_and_value(client_loss))  # trainable {name: (G, ...)}, fixed {name: (G, ...)}, x (G, W, ...), y, weight (G, W)
 
 # %% ../nbs/11b_execution.ipynb #b1a7c009
-def seed_torch(seed: int, device: torch.device) -> None:
-    "Seed torch's global CPU generator (and `device`'s, when it is a GPU) without touching other devices."
-    torch.default_generator.manual_seed(seed)
-    if device.type == "cuda":
-        with torch.cuda.device(device): torch.cuda.manual_seed(seed)
-
 def _train_group(algorithm: Algorithm, group: Sequence[tuple[Client, FitIns, list]], step: Callable) -> list[FitRes]:
     "Local SGD of `group` [(client, ins, batches)], sorted by number of steps (most first), as one computation: their `FitRes`s."
     model, training = algorithm.model, algorithm.training
@@ -141,10 +136,22 @@ def _batching_pays(algorithm: Algorithm) -> bool:
     "Does 'auto' batch? On a GPU; on a CPU the loop (its gain is confined to tiny batches, and it is the bit-exact reference)."
     return algorithm.device.type != "cpu"
 
+def _worker_count(client_workers: int, clients: int) -> int:
+    "How many worker processes train `clients` clients: `client_workers`, or one per core when it is 0, at most one per client."
+    if not isinstance(client_workers, int) or isinstance(client_workers, bool) or client_workers < 0:
+        raise ValueError(f"client_workers must be an int >= 0 (1: no workers, 0: one per core), got {client_workers!r}")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(client_workers or cores, clients))
+
+def check_scheduling(client_batching: str, client_workers: int) -> None:
+    "Refuse a `client_batching` or `client_workers` that `fit_clients` and `evaluate_clients` cannot follow, naming the valid ones."
+    if client_batching not in CLIENT_BATCHING: raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {client_batching!r}")
+    _worker_count(client_workers, 1)  # an int >= 0
+
 def fit_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
                 client_batching: str = "auto", client_workers: int = 1, average: RunningAverage | None = None) -> list[tuple[Client, FitRes]]:
     "The local updates of a round: batched when `client_batching` is 'batched' (or 'auto' and the set-up allows it), else one client after another (in `client_workers` processes when the algorithm allows it); the loop adds each upload to `average` as it arrives."
-    if client_batching not in CLIENT_BATCHING: raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {client_batching!r}")
+    check_scheduling(client_batching, client_workers)
     if client_batching == "batched" or (client_batching == "auto" and len(instructions) > 1 and _batching_pays(algorithm)):
         obstacles = batching_obstacles(algorithm, instructions)
         if client_batching == "batched" and obstacles:
@@ -188,13 +195,6 @@ def worker_obstacles(algorithm: Algorithm) -> list[str]:
     if device is not None and device.type != "cpu": reasons.append(f"the device is {device}, and only a CPU survives a fork")
     if "fork" not in multiprocessing.get_all_start_methods(): reasons.append("this platform cannot fork processes")
     return reasons
-
-def _worker_count(client_workers: int, clients: int) -> int:
-    "How many worker processes train `clients` clients: `client_workers`, or one per core when it is 0, at most one per client."
-    if not isinstance(client_workers, int) or isinstance(client_workers, bool) or client_workers < 0:
-        raise ValueError(f"client_workers must be an int >= 0 (1: no workers, 0: one per core), got {client_workers!r}")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(client_workers or cores, clients))
 
 class ClientUpdateError(RuntimeError):
     "A client's update failed in a worker process (the message names the client and carries the worker's traceback)."

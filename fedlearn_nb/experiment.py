@@ -20,11 +20,11 @@ import torch
 import torch.nn as nn
 
 from .core import check_keywords, choose_device, load_settings, run_metadata, seed_everything
-from .federation import FederatedData, build_federation, derive_seed
+from .core import derive_seed
+from .federation import FederatedData, build_federation
 from .engine import _BN_POLICIES, Algorithm, LocalTraining, get_algorithm
 from .history import History
-from .execution import CLIENT_BATCHING, _worker_count
-from .loop import run_experiment
+from .loop import RunSettings, check_model_input, run_experiment
 
 # %% auto #0
 __all__ = ['DATA_SPLITS', 'BACKENDS', 'BACKEND_ENTRY_POINTS', 'check_options', 'RunConfig', 'build_federated_data',
@@ -87,19 +87,14 @@ class RunConfig:
     def __post_init__(self):
         from fedlearn_nb.federation import POOLING, SCHEMES
         if self.partition not in SCHEMES: raise ValueError(f"unknown partition {self.partition!r}; choose one of {list(SCHEMES)}")
-        if self.client_batching not in CLIENT_BATCHING:
-            raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {self.client_batching!r}")
-        _worker_count(self.client_workers, 1)  # an int >= 0
         if self.bn not in _BN_POLICIES: raise ValueError(f"bn must be one of {_BN_POLICIES}, got {self.bn!r}")
         if self.data_split not in DATA_SPLITS: raise ValueError(f"data_split must be one of {DATA_SPLITS}, got {self.data_split!r}")
         if self.pooled is not None and self.pooled not in POOLING: raise ValueError(f"pooled must be None or one of {POOLING}, got {self.pooled!r}")
-        for key in ("rounds", "local_epochs", "batch_size", "num_clients", "clients_per_domain", "eval_every"):
+        for key in ("rounds", "local_epochs", "batch_size", "num_clients", "clients_per_domain"):
             if getattr(self, key) < 1: raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
         if self.per_class is not None and self.per_class < 1: raise ValueError(f"per_class must be >= 1 or None, got {self.per_class}")
-        if not 0 < self.fraction <= 1: raise ValueError(f"fraction must be in (0, 1], got {self.fraction}")
-        if self.seed < 0: raise ValueError(f"seed must be non-negative, got {self.seed}")
         self._check_combinations()
-        self.training()  # validates optimizer, lr, steps
+        self.training(); self.settings()  # validate optimizer, lr, steps; seed, participation, eval_every, scheduling
         self._check_options()
 
     def _check_combinations(self) -> None:
@@ -151,6 +146,11 @@ class RunConfig:
         return LocalTraining(epochs=self.local_epochs, steps=self.local_steps, batch_size=self.batch_size, optimizer=self.optimizer,
                              lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
 
+    def settings(self) -> RunSettings:
+        "How this config's run goes: seed, participation, evaluation, scheduling."
+        return RunSettings(seed=self.seed, fraction=self.fraction, disconnection_rate=self.disconnection_rate, dropout_rate=self.dropout_rate,
+                           eval_every=self.eval_every, client_batching=self.client_batching, client_workers=self.client_workers)
+
     def to_dict(self) -> dict: return asdict(self)
 
     @classmethod
@@ -201,11 +201,7 @@ def build_model_for(config: RunConfig, data: FederatedData) -> nn.Module:
     if config.encoder_path is not None:
         from fedlearn_nb.selfsupervised import load_encoder_into
         load_encoder_into(model, config.encoder_path)
-    first_conv = next((m for m in model.modules() if isinstance(m, nn.modules.conv._ConvNd)), None)
-    if first_conv is not None and first_conv.in_channels != data.in_channels:
-        raise ValueError(f"model {config.model!r} takes {first_conv.in_channels}-channel images but the data ({data.name!r}) has "
-                         f"{data.in_channels}-channel images {data.image_shape}; choose a model that follows in_channels, "
-                         f"or data with {first_conv.in_channels} channels")
+    check_model_input(model, data, repr(config.model), "choose a model that follows in_channels, or data with as many channels")
     return model
 
 def build_algorithm(config: RunConfig) -> Algorithm:
@@ -258,10 +254,7 @@ def run(config: RunConfig, resume: bool = True, progress: bool = True, data: Fed
     folder = run_folder(config)
     folder.mkdir(parents=True, exist_ok=True)
     metadata = run_metadata(config, seed=config.seed, device=device)
-    history = run_experiment(algorithm, data, model, config.rounds, config.training(), seed=config.seed, fraction=config.fraction,
-                             disconnection_rate=config.disconnection_rate, dropout_rate=config.dropout_rate,
-                             eval_every=config.eval_every, run_dir=folder, resume=resume, progress=progress,
-                             metadata=metadata, callbacks=callbacks, name=config.name or config.algorithm,
-                             files={"config.json": {"config": config, "metadata": metadata}}, client_batching=config.client_batching,
-                             client_workers=config.client_workers)
+    history = run_experiment(algorithm, data, model, config.rounds, config.training(), config.settings(), run_dir=folder, resume=resume,
+                             progress=progress, metadata=metadata, callbacks=callbacks, name=config.name or config.algorithm,
+                             files={"config.json": {"config": config, "metadata": metadata}})
     return history

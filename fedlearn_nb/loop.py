@@ -11,9 +11,8 @@ import hashlib
 import io
 import json
 import math
-import random
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -22,15 +21,16 @@ import torch
 import torch.nn as nn
 from tqdm.auto import tqdm
 
-from .core import atomic_write_bytes, atomic_write_json, remove_temporaries
-from .federation import FederatedData, derive_seed
+from .core import (atomic_write_bytes, atomic_write_json, check_keywords, derive_seed, random_states, remove_temporaries,
+                              restore_random_states)
+from .federation import FederatedData
 from .engine import Algorithm, LocalTraining, RunningAverage, message_bytes
 from .history import History
-from .execution import CLIENT_BATCHING, evaluate_clients, fit_clients
+from .execution import check_scheduling, evaluate_clients, fit_clients
 
 # %% auto #0
-__all__ = ['CHECKPOINT_NAME', 'disconnected_clients', 'select_clients', 'round_half_up', 'experiment_fingerprint',
-           'save_checkpoint', 'load_checkpoint', 'run_experiment', 'run_round']
+__all__ = ['CHECKPOINT_NAME', 'disconnected_clients', 'select_clients', 'round_half_up', 'RunSettings', 'experiment_fingerprint',
+           'save_checkpoint', 'load_checkpoint', 'check_model_input', 'run_experiment', 'run_round']
 
 # %% ../nbs/11c_loop.ipynb #56fe9610
 def disconnected_clients(num_clients: int, rate: float, seed: int) -> np.ndarray:
@@ -55,6 +55,39 @@ def round_half_up(value: float) -> int:
     "Round to the nearest integer, halves up (Python's `round` rounds halves to even)."
     return int(math.floor(value + 0.5))
 
+# %% ../nbs/11c_loop.ipynb #e4091be6
+@dataclass(frozen=True)
+class RunSettings:
+    "How a run goes, apart from what it trains: its seed, who takes part, how often it is evaluated, how its clients are scheduled."
+    seed: int = 0
+    fraction: float = 1.0              # the share of the connected clients sampled each round (at least one)
+    disconnection_rate: float = 0.0    # the share of clients that never take part (chosen once from the seed)
+    dropout_rate: float = 0.0          # the chance that a sampled client drops out of a round
+    eval_every: int = 1                # evaluate every this many rounds, and at the last
+    client_batching: str = "auto"      # "auto" | "batched" | "sequential": see fit_clients
+    client_workers: int = 1            # processes for clients trained one by one: 1 none, 0 one per core
+
+    def __post_init__(self):
+        if self.seed < 0: raise ValueError(f"seed must be non-negative, got {self.seed}")
+        if not 0 < self.fraction <= 1: raise ValueError(f"fraction must be in (0, 1], got {self.fraction}")
+        for name in ("disconnection_rate", "dropout_rate"):
+            if not 0 <= getattr(self, name) < 1: raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.eval_every < 1: raise ValueError(f"eval_every must be >= 1, got {self.eval_every}")
+        check_scheduling(self.client_batching, self.client_workers)
+
+    def fingerprint(self) -> dict:
+        "The settings that change what a run computes (not how its clients are scheduled): what a checkpoint must match."
+        return {k: v for k, v in asdict(self).items() if k not in ("client_batching", "client_workers")}
+
+    @classmethod
+    def of(cls, settings: RunSettings | None = None, **values) -> RunSettings:
+        "`settings`, or the settings of `values` (the fields one by one: `seed=1, fraction=0.5`), not both."
+        if settings is None:
+            check_keywords(values, [f.name for f in fields(cls)], "run settings")
+            return cls(**values)
+        if values: raise TypeError(f"give the run's settings whole (settings=RunSettings(...)) or field by field ({sorted(values)}), not both")
+        return settings
+
 # %% ../nbs/11c_loop.ipynb #2df21ccf
 CHECKPOINT_NAME = "checkpoint.pt"
 
@@ -65,12 +98,12 @@ def _data_fingerprint(data: FederatedData) -> dict:
         digest.update(np.float64(c.x_train.double().sum().item() if c.num_examples else 0).tobytes())
     return {"name": data.name, "clients": data.num_clients, "train": [c.num_examples for c in data.clients], "labels": digest.hexdigest()[:16]}
 
-def experiment_fingerprint(algorithm: Algorithm, data: FederatedData, model: nn.Module, training: LocalTraining, **settings) -> dict:
+def experiment_fingerprint(algorithm: Algorithm, data: FederatedData, model: nn.Module, training: LocalTraining, settings: RunSettings) -> dict:
     "What identifies an experiment for resuming: algorithm and hyper-parameters, data, model shapes, training and run settings."
     shapes = {k: list(v.shape) for k, v in model.state_dict().items()}
     return json.loads(json.dumps({"algorithm": type(algorithm).__name__, "hyperparameters": algorithm.hyperparameters(),
                                   "data": _data_fingerprint(data), "model": [type(model).__name__, hashlib.sha256(json.dumps(shapes).encode()).hexdigest()[:16]],
-                                  "training": asdict(training), **settings}, default=str))
+                                  "training": asdict(training), **settings.fingerprint()}, default=str))
 
 def save_checkpoint(path: str | Path, state: dict) -> Path:
     "torch.save `state` to `path` atomically (temporary file in the same folder, then rename)."
@@ -89,30 +122,29 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> dic
         raise RuntimeError(f"checkpoint {path} is not a fedlearn_nb checkpoint; delete it (or run with resume=False) to start afresh")
     return state
 
-def _rng_states() -> dict:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
 
-def _restore_rng(states: dict) -> None:
-    random.setstate(states["python"]); np.random.set_state(states["numpy"]); torch.set_rng_state(states["torch"].cpu())
-    if states.get("cuda") is not None and torch.cuda.is_available(): torch.cuda.set_rng_state_all([s.cpu() for s in states["cuda"]])
 
 # %% ../nbs/11c_loop.ipynb #7b831cf0
-def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, rounds: int,
-                   training: LocalTraining | None = None, *, seed: int = 0, fraction: float = 1.0,
-                   disconnection_rate: float = 0.0, dropout_rate: float = 0.0, eval_every: int = 1,
-                   run_dir: str | Path | None = None, resume: bool = True, progress: bool = True,
-                   metadata: dict | None = None, callbacks: Sequence[Callable[[int, dict], None]] = (), name: str | None = None,
-                   files: Mapping[str, Any] | None = None, client_batching: str = "auto", client_workers: int = 1) -> History:
-    "Run `rounds` federated rounds of `algorithm`; with `run_dir`, checkpoint every round and resume an interrupted run."
-    if client_batching not in CLIENT_BATCHING: raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {client_batching!r}")
+def check_model_input(model: nn.Module, data: FederatedData, model_name: str | None = None, fix: str | None = None) -> None:
+    "Refuse a model whose first convolution takes another number of channels than the data's images have, naming the fix."
+    first_conv = next((m for m in model.modules() if isinstance(m, nn.modules.conv._ConvNd)), None)
+    if first_conv is None or first_conv.in_channels == data.in_channels: return
+    raise ValueError(f"model {model_name or type(model).__name__} takes {first_conv.in_channels}-channel images but the data ({data.name!r}) has "
+                     f"{data.in_channels}-channel images {data.image_shape}; " + (fix or f"build the model for the data "
+                     f"(e.g. build_model(name, in_channels={data.in_channels}, ...)), or use data with {first_conv.in_channels} channels"))
+
+def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, rounds: int, training: LocalTraining | None = None,
+                   settings: RunSettings | None = None, *, run_dir: str | Path | None = None, resume: bool = True,
+                   progress: bool = True, metadata: dict | None = None, callbacks: Sequence[Callable[[int, dict], None]] = (),
+                   name: str | None = None, files: Mapping[str, Any] | None = None, **setting_values) -> History:
+    "Run `rounds` federated rounds of `algorithm` with `settings` (or their fields: `seed=`, `fraction=`, ...); with `run_dir`, checkpoint every round and resume an interrupted run."
+    settings = RunSettings.of(settings, **setting_values)
     if rounds < 1: raise ValueError(f"rounds must be >= 1, got {rounds}")
-    if eval_every < 1: raise ValueError(f"eval_every must be >= 1, got {eval_every}")
+    check_model_input(model, data)
     training = training or LocalTraining()
-    algorithm.setup(model, data, training, seed)
+    algorithm.setup(model, data, training, settings.seed)
     history = History(protocol=algorithm.protocol, name=name or algorithm.name)
-    fingerprint = experiment_fingerprint(algorithm, data, model, training, seed=seed, fraction=fraction,
-                                         disconnection_rate=disconnection_rate, dropout_rate=dropout_rate, eval_every=eval_every)
+    fingerprint = experiment_fingerprint(algorithm, data, model, training, settings)
     checkpoint = Path(run_dir) / CHECKPOINT_NAME if run_dir is not None else None
     if run_dir is not None: remove_temporaries(run_dir)  # left by writes a kill interrupted
     start = 1
@@ -125,7 +157,7 @@ def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, 
         algorithm.load_state_dict(state["algorithm"])
         model.load_state_dict(state["model"])
         history = History(state["history"], state["seconds"], history.protocol, history.name)
-        _restore_rng(state["rng"])
+        restore_random_states(state["rng"])
         start = state["round"] + 1
         history.save(checkpoint.parent, metadata)  # the result files say what the checkpoint says, whatever a kill cut short
     for file_name, content in (files or {}).items():  # written only once the checkpoint is known to be this experiment's
@@ -133,32 +165,33 @@ def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, 
     if start > rounds:
         history.records, history.seconds = history.records[:rounds], history.seconds[:rounds]
         return history
-    offline = set(disconnected_clients(data.num_clients, disconnection_rate, seed).tolist())
+    offline = set(disconnected_clients(data.num_clients, settings.disconnection_rate, settings.seed).tolist())
     available = [c.id for c in data.clients if c.id not in offline]
     bar = tqdm(range(start, rounds + 1), desc=history.name, disable=not progress, leave=False, initial=start - 1, total=rounds)
     for round in bar:
         began = time.perf_counter()
-        record = run_round(algorithm, data, round, select_clients(available, fraction, round, seed, dropout_rate),
-                           evaluate=(round % eval_every == 0 or round == rounds), offline=offline, client_batching=client_batching,
-                           client_workers=client_workers)
+        participants = select_clients(available, settings.fraction, round, settings.seed, settings.dropout_rate)
+        record = run_round(algorithm, data, round, participants, evaluate=(round % settings.eval_every == 0 or round == rounds),
+                           offline=offline, settings=settings)
         history.append(record, time.perf_counter() - began)
         if "accuracy_weighted" in record: bar.set_postfix(acc=f"{record['accuracy_weighted']:.3f}")
         if checkpoint is not None:
             save_checkpoint(checkpoint, {"format": 1, "round": round, "fingerprint": fingerprint, "algorithm": algorithm.state_dict(),
-                                         "model": model.state_dict(), "history": history.records, "seconds": history.seconds, "rng": _rng_states()})
+                                         "model": model.state_dict(), "history": history.records, "seconds": history.seconds, "rng": random_states()})
             history.save(checkpoint.parent, metadata)
         for callback in callbacks: callback(round, record)
     bar.close()
     return history
 
 def run_round(algorithm: Algorithm, data: FederatedData, round: int, participants: Sequence[int], evaluate: bool = True,
-              offline: Iterable[int] = (), client_batching: str = "auto", client_workers: int = 1) -> dict:
-    "One round: instructions to `participants`, their local updates, aggregation and (optionally) evaluation; returns its record."
+              offline: Iterable[int] = (), settings: RunSettings = RunSettings()) -> dict:
+    "One round: instructions to `participants`, their local updates (scheduled as `settings` say), aggregation and (optionally) evaluation; returns its record."
     algorithm._eval_loaded = None
     clients = [data.clients[i] for i in participants]
     instructions = algorithm.configure_fit(round, clients)
     in_time = algorithm.in_time_weights(round, instructions) if instructions else None
-    results = fit_clients(algorithm, round, instructions, client_batching, client_workers, None if in_time is None else RunningAverage(in_time))
+    results = fit_clients(algorithm, round, instructions, settings.client_batching, settings.client_workers,
+                          None if in_time is None else RunningAverage(in_time))
     bytes_down = sum(message_bytes(ins) for _, ins in instructions)
     bytes_up = sum(message_bytes(res) for _, res in results)
     fit_metrics = algorithm.aggregate_fit(round, results)
@@ -174,7 +207,7 @@ def run_round(algorithm: Algorithm, data: FederatedData, round: int, participant
                          "train_loss": float(fitted[c.id].metrics.get("train_loss", np.nan)) if c.id in fitted else float("nan")}
                   for c in data.clients}
     if evaluate:
-        evaluations = evaluate_clients(algorithm, round, algorithm.configure_evaluate(round, data.clients), client_workers)
+        evaluations = evaluate_clients(algorithm, round, algorithm.configure_evaluate(round, data.clients), settings.client_workers)
         for c, res in evaluations:
             per_client[c.id].update({"test_loss": float(res.loss), **{k: float(v) for k, v in res.metrics.items()}})
         record.update(algorithm.aggregate_evaluate(round, evaluations))
