@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from fedlearn_nb.engine import RunConfig
+from fedlearn_nb.experiment import RunConfig
 from fedlearn_nb.tools.papers import PaperRuns, RunRequest
 
 

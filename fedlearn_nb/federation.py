@@ -8,8 +8,6 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/federation.html.md"""
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -17,30 +15,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .core import check_keywords
+from .core import check_keywords, derive_seed
 from .data import subsample_per_class
 from .partition import (PARTITIONERS, GroupedPartition, partition_domains, partition_grouped_label_sets,
                                    partition_labels, split_train_test)
 
 # %% auto #0
-__all__ = ['SCHEMES', 'POOLING', 'PERSONALISED_TEST_FRACTION', 'derive_seed', 'Client', 'FederatedData', 'merge_splits',
-           'scheme_function', 'build_federation', 'personalised_scheme', 'personalised_partition', 'FederationSpec']
-
-# %% ../nbs/04_federation.ipynb #b2dca195
-@functools.lru_cache(maxsize=256)
-def _text_to_int(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-
-def _key_to_int(key: int | str) -> int:
-    if isinstance(key, (int, np.integer)):
-        if key < 0: raise ValueError(f"seed keys must be non-negative, got {key}")
-        return int(key)
-    return _text_to_int(str(key))
-
-def derive_seed(seed: int, *keys: int | str) -> int:
-    "An independent, reproducible seed for the stream named by `keys` (round, client id, purpose) under run `seed`."
-    words = [_key_to_int(seed)] + [_key_to_int(k) for k in keys]
-    return int(np.random.SeedSequence(words).generate_state(1, dtype=np.uint64)[0] % (2**63))
+__all__ = ['SCHEMES', 'POOLING', 'PERSONALISED_TEST_FRACTION', 'Client', 'FederatedData', 'merge_splits', 'scheme_function',
+           'build_federation', 'personalised_scheme', 'personalised_partition', 'FederationSpec']
 
 # %% ../nbs/04_federation.ipynb #e8417d07
 @dataclass(eq=False)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from fedlearn_nb.data import load_dataset, subsample_per_class
-from fedlearn_nb.engine import RunConfig, build_federated_data
+from fedlearn_nb.experiment import RunConfig, build_federated_data
 
 SKEWED = dict(dataset="digits", partition="dirichlet", partition_kwargs={"alpha": 0.5}, num_clients=4)
 

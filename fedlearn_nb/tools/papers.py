@@ -29,7 +29,8 @@ from fastcore.basics import patch
 from IPython.display import display
 
 from ..core import atomic_write_csv, atomic_write_json
-from ..engine import History, RunConfig, run, run_folder
+from ..history import History
+from ..experiment import RunConfig, run, run_folder
 from ..reporting import compare_with_paper
 
 # %% auto #0
