@@ -19,7 +19,7 @@ COLUMNS = {"Digit-5", "Office-10", "CIFAR-10 Dir(0.1)", "CIFAR-10 Dir(0.5)"}
 def test_parameters_cell_and_no_outputs():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    assert len(tagged) == 1 and 'scale = "smoke"' in tagged[0].source
+    assert len(tagged) == 1 and 'scale: str = "smoke"' in tagged[0].source
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit the notebook without outputs"
 
 

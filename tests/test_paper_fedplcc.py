@@ -16,7 +16,7 @@ DIGIT5_COLUMNS = ["MNIST", "USPS", "SVHN", "Synth", "MNIST-M", "Avg.", "Δ"]
 def test_parameters_cell_is_tagged():
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
-    assert len(tagged) == 1 and 'scale = "smoke"' in "".join(tagged[0]["source"])
+    assert len(tagged) == 1 and 'scale: str = "smoke"' in "".join(tagged[0]["source"])
     assert all(not c.get("outputs") for c in cells if c["cell_type"] == "code"), "commit the paper notebook without outputs"
 
 
