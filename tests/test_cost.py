@@ -105,3 +105,13 @@ def test_extrapolation_from_a_share_of_the_images():
     assert record["tries"][0]["timed_images"] == 16 and record["how"].startswith(f"extrapolated from 1 step(s) per client (16 of {full:,} images")
     assert record["fit_seconds"] == pytest.approx(record["round_seconds"][0] * full / 16)
     assert record["steps_per_client_round"] == 11           # ceil(674 / 64) = 11 (and 673 -> 11)
+
+
+def test_a_partial_copy_of_the_real_data_is_scaled_to_the_papers_size():
+    # CIFAR-10 here holds 1,000 train images per class: CCFC's column (train + test merged, 60,000) is timed on 20,000
+    column = cost.tables_for("ccfc")[0].columns[2]
+    assert cost.partial_copy_factors(column, dict(data="real", train_images=20000, evaluated_images=20000)) == (3.0, 3.0)
+    assert cost.partial_copy_factors(column, dict(data="stand-in", train_images=20000, evaluated_images=20000)) == (1.0, 1.0)
+    timing = dict(label="cifar10", data="real", train_images=20000, evaluated_images=20000, fit_seconds=2.0, eval_seconds=1.0, how="measured")
+    projected = cost.project(cost.Table("ccfc", "t", [column], ("CCFC",), (0,), "CCFC"), [timing])
+    assert projected["seconds"] == 5 * 130 * (2.0 * 3 + 1.0 * 3)
