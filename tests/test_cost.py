@@ -19,6 +19,8 @@ def test_projection_arithmetic_on_hand_values():
     assert cost.table_seconds([325.0, 16.0], [5, 3]) == 1673.0
     # 100 of 6,000 images took 2 s -> 120 s
     assert cost.scale_to_full(2.0, 100, 6000) == 120.0
+    # rounds on 100 and 400 images took 5 s and 6 s: t0 = 14/3 s, 1/300 s per image -> 6 + 5600 / 300 at 6,000 images
+    assert cost.fit_to_full([100, 400], [5.0, 6.0], 6000) == pytest.approx(6.0 + 5600 / 300)
     assert cost.steps_per_round([6000, 6000], batch_size=128, epochs=1) == 47   # ceil(6000 / 128)
     assert cost.duration(90) == "1.5 min" and cost.duration(7200) == "2.0 h" and cost.duration(3 * 86400) == "3.0 d"
 
@@ -100,10 +102,12 @@ def test_tiny_end_to_end_cost_run(tmp_path, capsys):
 
 def test_extrapolation_from_a_share_of_the_images():
     table = cost._smoke_tables()[0]
-    record = cost.time_column(table.columns[0], rounds=1, images=8, target_seconds=0.0)   # one try: 8 images per client
+    record = cost.time_column(table.columns[0], rounds=1, images=8, target_seconds=0.0)   # two shares: 8, then 16 images per client
     full = record["train_images"]                       # 1,347: the digits' train split over 2 clients
-    assert record["tries"][0]["timed_images"] == 16 and record["how"].startswith(f"extrapolated from 1 step(s) per client (16 of {full:,} images")
-    assert record["fit_seconds"] == pytest.approx(record["round_seconds"][0] * full / 16)
+    assert [t["timed_images"] for t in record["tries"]] == [16, 32]
+    assert record["how"].startswith(f"extrapolated from 1 step(s) per client (32 of {full:,} images")
+    seconds = [t["round_seconds"][0] for t in record["tries"]]
+    assert record["fit_seconds"] == pytest.approx(cost.fit_to_full([16, 32], seconds, full))
     assert record["steps_per_client_round"] == 11           # ceil(674 / 64) = 11 (and 673 -> 11)
 
 
