@@ -39,7 +39,9 @@ import torch.nn.functional as F
 
 from fedlearn_nb.algorithms.fedavg import FedAvg
 from fedlearn_nb.core import seed_everything, torch_generator
-from fedlearn_nb.engine import LocalTraining, batching_obstacles, run_round
+from fedlearn_nb.engine import LocalTraining
+from fedlearn_nb.execution import batching_obstacles
+from fedlearn_nb.loop import RunSettings, run_round
 from fedlearn_nb.federation import FederatedData
 from fedlearn_nb.models import build_model
 
@@ -103,16 +105,16 @@ def time_rounds(num_clients: int, device: torch.device, train: Images, model_nam
     if batching_obstacles(algorithm): raise SystemExit(f"{model_name} cannot be batched: {batching_obstacles(algorithm)}")
     everyone = list(range(num_clients))
     modes = [m for m in modes if not (m == "workers" and device.type != "cpu")]  # forked workers: CPU only
-    settings = {"batched": dict(client_batching="batched"), "sequential": dict(client_batching="sequential"),
-                "workers": dict(client_batching="sequential", client_workers=workers)}
-    for mode in modes: run_round(algorithm, data, 0, everyone, evaluate=False, **settings[mode])  # warm-up
+    settings = {"batched": RunSettings(client_batching="batched"), "sequential": RunSettings(client_batching="sequential"),
+                "workers": RunSettings(client_batching="sequential", client_workers=workers)}
+    for mode in modes: run_round(algorithm, data, 0, everyone, evaluate=False, settings=settings[mode])  # warm-up
     algorithm.training = training
     x, y = torch.cat([c.x_train for c in data.clients]), torch.cat([c.y_train for c in data.clients])
     times = {**{mode: [] for mode in modes}, "plain": []}
     for repeat in range(1, repeats + 1):
         for mode in modes:
             sync(device); start = time.perf_counter()
-            run_round(algorithm, data, repeat, everyone, evaluate=False, **settings[mode])
+            run_round(algorithm, data, repeat, everyone, evaluate=False, settings=settings[mode])
             sync(device); times[mode].append(time.perf_counter() - start)
         times["plain"].append(plain_loop_seconds(build_model(model_name, num_classes=10, in_channels=1, image_size=28, seed=0).to(device),
                                                  x, y, training, device, round_batch_sizes(algorithm, data, repeat)))

@@ -32,7 +32,7 @@ WORKLOAD = {"model": "fedcrl_cnn", "local_steps": 1, "local_epochs": 1, "batch_s
 
 def config_for(clients: int, rounds: int, results_dir: str, workload: dict | None = None):
     "The benchmark's run: FedAvg on Fashion-MNIST over `clients` iid clients; `workload` overrides WORKLOAD's model and local work."
-    from fedlearn_nb.engine import RunConfig
+    from fedlearn_nb.experiment import RunConfig
     work = {**WORKLOAD, **(workload or {})}
     return RunConfig(dataset=work.get("dataset", "fashion_mnist"), partition="iid", num_clients=clients, model=work["model"], algorithm="fedavg", rounds=rounds,
                      local_steps=work["local_steps"], local_epochs=work["local_epochs"], batch_size=work["batch_size"], optimizer="sgd",
@@ -44,7 +44,7 @@ def measure(backend: str, clients: int, rounds: int, workers: int, workload: dic
     "Run one experiment in this process and return its round times (the child side of the benchmark)."
     import torch
     torch.set_num_threads(1)
-    from fedlearn_nb.engine import run
+    from fedlearn_nb.experiment import run
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         config = config_for(clients, rounds, folder, workload)

@@ -6,6 +6,6 @@ Modules:
 - `fedlearn_nb.data`: Every dataset the five papers use behind one registry and one `load_dataset` call, the multi-domain benchmarks (Digit-5, Office-10, DomainNet-10) as first-class objects, and an embedded, download-free stand-in built from scikit-learn's digits that is the default everywhere.
 - `fedlearn_nb.tools.cost`: A meter that times a few rounds of every headline column of each paper, at the paper's own settings, on the present device, and projects the wall time of each full table: `fedlearn-repro cost <paper|all> --scale paper`.
 - `fedlearn_nb.tools.layers`: The drawing of which module imports which, read from the source, and the checks that keep it a stack of layers: every import points down, nothing goes round in a circle, and algorithms do not borrow from one another.
-- `fedlearn_nb.tools.papers`: What every notebook in `papers/` needs besides its own set-up: reading its parameters, naming run folders, running a method over seeds through `run(config)`, and setting our numbers beside the paper's. Used by the FedCCL, FedPLCC, FedCRL, CCFC and CP-CFL notebooks and the cross-paper benchmark."""
+- `fedlearn_nb.tools.papers`: What every notebook in `papers/` needs besides its own set-up: reading its parameters, naming run folders, running a table's independent runs through `run(config)` (one after another or side by side), and setting our numbers beside the paper's, table by table. Used by the FedCCL, FedPLCC, FedCRL, CCFC and CP-CFL notebooks and the cross-paper benchmark."""
 
 __version__ = "0.0.1"

@@ -550,15 +550,19 @@ def _plusplus(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, 
     return torch.stack(chosen, 1)
 
 def _lloyd_pass(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, centroids: torch.Tensor,
-                previous: torch.Tensor | None = None, sums: torch.Tensor | None = None, mass: torch.Tensor | None = None):
+                previous: torch.Tensor | None = None, sums: torch.Tensor | None = None, mass: torch.Tensor | None = None,
+                bounds: tuple[torch.Tensor, torch.Tensor] | None = None, margin: float = 0.0):
     """One pass over the points in blocks, for R restarts at once: each point's nearest centroid (labels (R, N)) and its
     squared distance to it (R, N); the clusters' weighted sums (R k, D) and masses (R k,), computed, or updated in place
-    from the `previous` labels by the points that changed cluster; and how many did, per restart (R,)."""
+    from the `previous` labels by the points that changed cluster; and how many did, per restart (R,). With `bounds`
+    (upper, lower) (R, N) and `previous` labels, a row whose distance to its centroid is surely below its distance to
+    every other one in every restart (upper + margin < lower, Hamerly's test) keeps its labels unlooked at; the bounds of
+    the rows looked at are set to their distances to the nearest and second-nearest centroids."""
     restarts, k, dim = centroids.shape
     flat = centroids.reshape(restarts * k, dim)                                        # (R k, D)
     squares = (flat * flat).sum(1)[:, None]                                            # (R k, 1)
     offsets = (torch.arange(restarts, device=points.device) * k)[:, None]              # (R, 1): restart r's clusters are r k + j
-    labels = torch.empty(restarts, len(points), dtype=torch.long, device=points.device)
+    labels = previous.clone() if previous is not None else torch.empty(restarts, len(points), dtype=torch.long, device=points.device)
     nearest = torch.empty(restarts, len(points), dtype=points.dtype, device=points.device)
     moved = torch.zeros(restarts, dtype=torch.long, device=points.device)
     if previous is None:
@@ -566,28 +570,37 @@ def _lloyd_pass(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor
         sums = torch.zeros(restarts * k, dim, dtype=dtype, device=points.device)
         mass = torch.zeros(restarts * k, dtype=dtype, device=points.device)
     for start, stop in _blocks(points, restarts * k):
-        rows = points[start:stop]                                                      # (n, D)
-        scores = torch.addmm(squares, flat, rows.T, alpha=-2)                          # (R k, n): ||c||^2 - 2 c.x
-        values, index = scores.view(restarts, k, stop - start).min(1)                  # (R, n)
-        labels[:, start:stop], nearest[:, start:stop] = index, values
+        rows, row_norms, at = points[start:stop], norms[start:stop], slice(start, stop)
+        if bounds is not None and previous is not None:
+            upper, lower = bounds[0][:, start:stop], bounds[1][:, start:stop]
+            nearest[:, start:stop] = upper.square()                                    # an upper bound where the row is not looked at
+            look = (upper + margin >= lower).any(0).nonzero().squeeze(1)               # rows that may change cluster in some restart
+            if len(look) == 0: continue
+            if 2 * len(look) < stop - start: rows, row_norms, at = rows[look], row_norms[look], look + start   # else the whole block: no gather
+        scores = torch.addmm(squares, flat, rows.T, alpha=-2).view(restarts, k, -1)    # (R, k, n): ||c||^2 - 2 c.x
+        values, index = scores.min(1)                                                  # (R, n)
+        labels[:, at], nearest[:, at] = index, (values + row_norms).clamp_min_(0)
+        if bounds is not None:
+            bounds[0][:, at] = nearest[:, at].sqrt()
+            bounds[1][:, at] = (scores.scatter(1, index[:, None], torch.inf).amin(1) + row_norms).clamp_min_(0).sqrt()
         index = index + offsets
         if previous is None:                                                           # the sums afresh
-            onehot = torch.zeros(restarts * k, stop - start, dtype=points.dtype, device=points.device)
-            onehot.scatter_(0, index, weights[start:stop].expand(restarts, -1))        # (R k, n): w_i in row (r, label)
+            onehot = torch.zeros(restarts * k, len(rows), dtype=points.dtype, device=points.device)
+            onehot.scatter_(0, index, weights[at].expand(restarts, -1))                # (R k, n): w_i in row (r, label)
             sums += onehot @ rows
             mass += onehot.sum(1)
             continue
-        before = previous[:, start:stop] + offsets
+        before = previous[:, at] + offsets
         changed = index != before                                                      # (R, n)
         moved += changed.sum(1)
         which = changed.any(0).nonzero().squeeze(1)                                    # rows that changed in some restart
         if len(which) == 0: continue
-        change = changed[:, which] * weights[which].to(sums.dtype)                     # (R, m)
+        change = changed[:, which] * weights[at][which].to(sums.dtype)                 # (R, m)
         delta = torch.zeros(restarts * k, len(which), dtype=sums.dtype, device=points.device)
         delta.scatter_add_(0, index[:, which], change).scatter_add_(0, before[:, which], -change)   # +w to the new cluster, -w to the old
         sums.addmm_(delta, rows[which].to(sums.dtype))
         mass += delta.sum(1)
-    return labels, (nearest + norms).clamp_min_(0), sums, mass, moved
+    return labels, nearest, sums, mass, moved
 
 def _kmeans_means(points: torch.Tensor, sums: torch.Tensor, mass: torch.Tensor, nearest: torch.Tensor) -> torch.Tensor:
     "The clusters' weighted means (R, k, D); an empty cluster moves to a point far from its centroid (the farthest first)."
@@ -608,12 +621,19 @@ def _lloyd(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, cen
     iterations = torch.zeros(restarts, dtype=torch.long, device=points.device)
     done = torch.zeros(restarts, dtype=torch.bool, device=points.device)
     previous = sums = mass = None
+    # on the CPU, Hamerly's bounds: an upper bound on each point's distance to its centroid, a lower one to the others
+    bounds = (torch.empty(restarts, len(points), dtype=points.dtype), torch.empty(restarts, len(points), dtype=points.dtype)) if cpu else None
+    margin = 1e-4 * float(norms.max().sqrt()) if cpu else 0.0                          # well above float32 rounding of the distances
     for iteration in range(1, max_iter + 1):
-        labels, nearest, sums, mass, moved = _lloyd_pass(points, norms, weights, centroids, previous if cpu else None, sums, mass)
+        labels, nearest, sums, mass, moved = _lloyd_pass(points, norms, weights, centroids, previous if cpu else None, sums, mass, bounds, margin)
         updated = _kmeans_means(points, sums, mass, nearest)
         converged = (updated - centroids).pow(2).sum((1, 2)) <= tolerance              # the centroids moved less than tol
         if previous is not None: converged |= (moved == 0) if cpu else (labels == previous).all(1)   # or no label changed
-        centroids = torch.where(done[:, None, None], centroids, updated)               # a converged restart is frozen
+        updated = torch.where(done[:, None, None], centroids, updated)                 # a converged restart is frozen
+        if cpu:                                                                        # the centroids moved: widen the bounds
+            shift = (updated - centroids).norm(dim=2)                                  # (R, k)
+            bounds[0].add_(shift.gather(1, labels)); bounds[1].sub_(shift.amax(1, keepdim=True))
+        centroids = updated
         iterations[active] += (~done).long()
         done |= converged
         previous = labels
@@ -624,6 +644,7 @@ def _lloyd(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, cen
             kept = (~done).nonzero().squeeze(1)
             rows = (kept[:, None] * k + torch.arange(k, device=points.device)).reshape(-1)
             active, centroids, done, previous, sums, mass = active[kept], centroids[kept], done[kept], previous[kept], sums[rows], mass[rows]
+            if cpu: bounds = (bounds[0][kept], bounds[1][kept])
     final[active] = centroids
     return final, iterations
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import configparser
 import csv
 import difflib
+import functools
+import hashlib
 import io
 import json
 import os
@@ -28,10 +30,10 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['KERNEL_ARGUMENTS', 'seed_everything', 'rng', 'torch_generator', 'choose_device', 'Settings', 'package_project',
-           'find_settings_file', 'load_settings', 'check_keywords', 'atomic_write_bytes', 'atomic_write_text',
-           'atomic_write_json', 'atomic_write_csv', 'read_json', 'remove_temporaries', 'package_versions',
-           'git_revision', 'run_metadata']
+__all__ = ['KERNEL_ARGUMENTS', 'seed_everything', 'rng', 'torch_generator', 'derive_seed', 'seed_torch', 'random_states',
+           'restore_random_states', 'choose_device', 'Settings', 'package_project', 'find_settings_file',
+           'load_settings', 'check_keywords', 'atomic_write_bytes', 'atomic_write_text', 'atomic_write_json',
+           'atomic_write_csv', 'read_json', 'remove_temporaries', 'package_versions', 'git_revision', 'run_metadata']
 
 # %% ../nbs/00_core.ipynb #c377d9b6
 def seed_everything(seed: int, deterministic: bool = True) -> int:
@@ -60,6 +62,39 @@ def torch_generator(seed: int, device: str | torch.device = "cpu") -> torch.Gene
     generator = torch.Generator(device=device)
     generator.manual_seed(int(seed))
     return generator
+
+# %% ../nbs/00_core.ipynb #6a1d4f99
+@functools.lru_cache(maxsize=256)
+def _text_to_int(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+
+def _key_to_int(key: int | str) -> int:
+    if isinstance(key, (int, np.integer)):
+        if key < 0: raise ValueError(f"seed keys must be non-negative, got {key}")
+        return int(key)
+    return _text_to_int(str(key))
+
+def derive_seed(seed: int, *keys: int | str) -> int:
+    "An independent, reproducible seed for the stream named by `keys` (round, client id, purpose) under run `seed`."
+    words = [_key_to_int(seed)] + [_key_to_int(k) for k in keys]
+    return int(np.random.SeedSequence(words).generate_state(1, dtype=np.uint64)[0] % (2**63))
+
+# %% ../nbs/00_core.ipynb #b79ef1bc
+def seed_torch(seed: int, device: torch.device) -> None:
+    "Seed torch's global CPU generator (and `device`'s, when it is a GPU) without touching other devices."
+    torch.default_generator.manual_seed(seed)
+    if device.type == "cuda":
+        with torch.cuda.device(device): torch.cuda.manual_seed(seed)
+
+def random_states() -> dict:
+    "The states of Python's, NumPy's and torch's global generators (every GPU's too), for `restore_random_states`."
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+def restore_random_states(states: dict) -> None:
+    "Put back the global generators' states that `random_states` took."
+    random.setstate(states["python"]); np.random.set_state(states["numpy"]); torch.set_rng_state(states["torch"].cpu())
+    if states.get("cuda") is not None and torch.cuda.is_available(): torch.cuda.set_rng_state_all([s.cpu() for s in states["cuda"]])
 
 # %% ../nbs/00_core.ipynb #1c455189
 def _mps_available() -> bool:

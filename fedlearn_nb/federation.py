@@ -8,8 +8,6 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/federation.html.md"""
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -17,28 +15,14 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .core import check_keywords, derive_seed
+from .data import subsample_per_class
 from .partition import (PARTITIONERS, GroupedPartition, partition_domains, partition_grouped_label_sets,
                                    partition_labels, split_train_test)
 
 # %% auto #0
-__all__ = ['SCHEMES', 'POOLING', 'PERSONALISED_TEST_FRACTION', 'derive_seed', 'Client', 'FederatedData', 'merge_splits',
-           'scheme_function', 'build_federation', 'personalised_scheme', 'personalised_partition']
-
-# %% ../nbs/04_federation.ipynb #b2dca195
-@functools.lru_cache(maxsize=256)
-def _text_to_int(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-
-def _key_to_int(key: int | str) -> int:
-    if isinstance(key, (int, np.integer)):
-        if key < 0: raise ValueError(f"seed keys must be non-negative, got {key}")
-        return int(key)
-    return _text_to_int(str(key))
-
-def derive_seed(seed: int, *keys: int | str) -> int:
-    "An independent, reproducible seed for the stream named by `keys` (round, client id, purpose) under run `seed`."
-    words = [_key_to_int(seed)] + [_key_to_int(k) for k in keys]
-    return int(np.random.SeedSequence(words).generate_state(1, dtype=np.uint64)[0] % (2**63))
+__all__ = ['SCHEMES', 'POOLING', 'PERSONALISED_TEST_FRACTION', 'Client', 'FederatedData', 'merge_splits', 'scheme_function',
+           'build_federation', 'personalised_scheme', 'personalised_partition', 'FederationSpec']
 
 # %% ../nbs/04_federation.ipynb #e8417d07
 @dataclass(eq=False)
@@ -275,3 +259,34 @@ def personalised_partition(labels: Any, setting: str, num_clients: int, seed: in
     labels = np.asarray(labels)
     scheme, partition_options = personalised_scheme(setting, num_clients, len(np.unique(labels)), **options)
     return partition_labels(scheme, labels, num_clients, seed=seed, **partition_options)
+
+# %% ../nbs/04_federation.ipynb #13c8e7ca
+@dataclass(frozen=True)
+class FederationSpec:
+    "What a federation's draw needs beyond its scheme and the scheme's options: a class-balanced test cut, a seed and a name of its own."
+    test_per_class: int | None = None   # keep at most this many test images of each class (a fixed draw, seed 0); None: all
+    partition_seed: int | None = None   # seeds the partition and the clients' test split; None: the run's seed
+    name: str | None = None             # the federation's name (part of a checkpoint's fingerprint); None: the data's
+
+    def __post_init__(self):
+        for name, minimum in (("test_per_class", 1), ("partition_seed", 0)):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum):
+                raise ValueError(f"federation option {name} must be an integer >= {minimum} or None, got {value!r}")
+        if self.name is not None and not (isinstance(self.name, str) and self.name): raise ValueError(f"federation option name must be a non-empty string or None, got {self.name!r}")
+
+    @classmethod
+    def from_dict(cls, options: dict | None) -> FederationSpec:
+        "The spec of a config's `federation` dict; a misspelt option is an error naming the valid ones."
+        options = dict(options or {})
+        check_keywords(options, [f.name for f in dataclasses.fields(cls)], "federation option", error=ValueError)
+        return cls(**options)
+
+    def seed(self, run_seed: int) -> int:
+        "The seed the partition is drawn with."
+        return run_seed if self.partition_seed is None else self.partition_seed
+
+    def test_split(self, test):
+        "`test` cut to at most `test_per_class` images of each class (seed 0), or as it is."
+        if test is None or self.test_per_class is None: return test
+        return test.subset(subsample_per_class(test.y.cpu().numpy(), self.test_per_class, seed=0))

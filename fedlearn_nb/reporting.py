@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .engine import History
+from .history import History
 
 # %% auto #0
 __all__ = ['RunsLike', 'runs_frame', 'plot_accuracy', 'results_long', 'results_table', 'compare_with_paper']

@@ -161,7 +161,8 @@ def first_steps(algorithm_class: type):
 
 def record_run(name: str, device: str = "cpu", **changes) -> tuple[list[dict], dict]:
     "Run algorithm `name`'s golden config on `device` in a temporary folder: its per-round records and its first steps."
-    from fedlearn_nb.engine import ALGORITHMS, run
+    from fedlearn_nb.engine import ALGORITHMS
+    from fedlearn_nb.experiment import run
     torch.set_num_threads(1)
     registered_algorithms()
     with tempfile.TemporaryDirectory() as folder, first_steps(ALGORITHMS[name]) as steps:

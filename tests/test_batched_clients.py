@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedlearn_nb.engine import RunConfig, run
+from fedlearn_nb.experiment import RunConfig, run
 from fedlearn_nb.federation import FederatedData
 
 RTOL, ATOL = 1e-5, 1e-7

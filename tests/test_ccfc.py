@@ -7,7 +7,9 @@ import torch
 
 from fedlearn_nb.core import load_settings, seed_everything
 from fedlearn_nb.data import DatasetNotFoundError, load_dataset
-from fedlearn_nb.engine import History, LocalTraining, get_algorithm, run_experiment
+from fedlearn_nb.engine import LocalTraining, get_algorithm
+from fedlearn_nb.history import History
+from fedlearn_nb.loop import run_experiment
 from fedlearn_nb.models import RawFeatures
 from fedlearn_nb.federation import build_federation
 from fedlearn_nb.clustering import centralised_clustering, clustering_scores

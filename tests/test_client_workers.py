@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from fedlearn_nb.algorithms.fedavg import FedAvg
-from fedlearn_nb.engine import (ClientUpdateError, RunConfig, build_algorithm, build_federated_data, build_model_for, run,
-                                run_experiment, worker_obstacles)
+from fedlearn_nb.execution import ClientUpdateError, worker_obstacles
+from fedlearn_nb.loop import run_experiment
+from fedlearn_nb.experiment import RunConfig, build_algorithm, build_federated_data, build_model_for, run
 from golden_histories import check, golden_config, registered_algorithms
 
 NAMES = registered_algorithms()

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from fedlearn_nb.data import DatasetNotFoundError, load_dataset
-from fedlearn_nb.engine import LocalTraining, RunConfig, build_federated_data, get_algorithm, run
+from fedlearn_nb.engine import LocalTraining, get_algorithm
+from fedlearn_nb.experiment import RunConfig, build_federated_data, run
 from fedlearn_nb.federation import build_federation
 from fedlearn_nb.selfsupervised import PretrainConfig, load_encoder, pretrained_encoder, to_encoder_input
 from fedlearn_nb.algorithms.cpcfl import CPCFL, run_method

@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from fedlearn_nb import core, engine
+from fedlearn_nb import core, loop
 from fedlearn_nb.core import torch_generator
-from fedlearn_nb.engine import CHECKPOINT_NAME, History, RunConfig, run, run_folder
+from fedlearn_nb.history import History
+from fedlearn_nb.loop import CHECKPOINT_NAME
+from fedlearn_nb.experiment import RunConfig, run, run_folder
 from fedlearn_nb.federation import FederatedData
 
 # One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
@@ -97,7 +99,7 @@ def kill_at_write(number: int, torn: bool):
             os.kill(os.getpid(), signal.SIGKILL)
         return original(path, data)
     core.atomic_write_bytes = writer
-    engine.atomic_write_bytes = writer
+    loop.atomic_write_bytes = writer
 
 
 # writes of a run: config.json, then per round checkpoint, history.json, history.csv, clients.csv

@@ -6,7 +6,10 @@ import pytest
 import torch
 
 from fedlearn_nb.core import torch_generator
-from fedlearn_nb.engine import CHECKPOINT_NAME, History, RunConfig, get_algorithm, run, run_folder
+from fedlearn_nb.engine import get_algorithm
+from fedlearn_nb.history import History
+from fedlearn_nb.loop import CHECKPOINT_NAME
+from fedlearn_nb.experiment import RunConfig, run, run_folder
 from fedlearn_nb.federation import FederatedData
 
 
@@ -220,7 +223,7 @@ def test_every_partition_scheme_is_a_config_with_checked_options():
 
 def test_run_keeps_its_parts_and_loads_an_encoder(tmp_path):
     "run(config, parts=) hands back the built data, model and algorithm; encoder_path fills the model's features."
-    from fedlearn_nb.engine import build_model_for
+    from fedlearn_nb.experiment import build_model_for
     from fedlearn_nb.models import build_model
     from fedlearn_nb.selfsupervised import save_encoder
     base = dict(dataset="digits", partition="grouped_label_sets", num_clients=3, partition_kwargs={"samples_per_class": [5, 5, 5, 5]},

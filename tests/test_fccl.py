@@ -5,7 +5,9 @@ import torch
 
 from fedlearn_nb.core import seed_everything
 from fedlearn_nb.data import DatasetNotFoundError, load_benchmark
-from fedlearn_nb.engine import LocalTraining, RunConfig, run, run_experiment
+from fedlearn_nb.engine import LocalTraining
+from fedlearn_nb.loop import run_experiment
+from fedlearn_nb.experiment import RunConfig, run
 from fedlearn_nb.federation import FederatedData
 from fedlearn_nb.algorithms.fccl import FCCLPlus, load_public_images
 from toys import TinyNet, crash_and_resume, toy_federation

@@ -7,7 +7,9 @@ import torch
 
 from fedlearn_nb.adversarial import robustness_report
 from fedlearn_nb.data import DatasetNotFoundError, load_benchmark, load_dataset, subsample_per_class
-from fedlearn_nb.engine import CHECKPOINT_NAME, LocalTraining, RunConfig, get_algorithm, run, run_experiment, run_folder
+from fedlearn_nb.engine import LocalTraining, get_algorithm
+from fedlearn_nb.loop import CHECKPOINT_NAME, run_experiment
+from fedlearn_nb.experiment import RunConfig, run, run_folder
 from fedlearn_nb.federation import FederatedData
 from fedlearn_nb.models import build_model
 from fedlearn_nb.partition import partition_dirichlet

@@ -17,7 +17,7 @@ def test_names_resolve_in_a_fresh_process():
 @pytest.mark.parametrize("name", ["fedcrl", "ditto"])
 def test_run_config_runs(name, tmp_path):
     import torch
-    from fedlearn_nb.engine import RunConfig, run
+    from fedlearn_nb.experiment import RunConfig, run
     torch.set_num_threads(1)
     config = RunConfig(dataset="digits5lite", partition="domains", model="fedcrl_cnn", model_kwargs={"conv_channels": [4, 8], "representation_dim": 16},
                        algorithm=name, rounds=2, batch_size=64, optimizer="adam", lr=0.003, results_dir=str(tmp_path))

@@ -160,7 +160,7 @@ PAPER_SETUPS = {
 
 @pytest.mark.parametrize("key", list(PAPER_SETUPS))
 def test_paper_setups_as_run_configs_build_the_notebooks_federations(key):
-    from fedlearn_nb.engine import RunConfig, build_federated_data
+    from fedlearn_nb.experiment import RunConfig, build_federated_data
     recorded, fields = PAPER_SETUPS[key]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # the practical split of 400 images is topped up, with a warning

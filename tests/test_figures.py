@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from fedlearn_nb.engine import History
+from fedlearn_nb.history import History
 
 
 def history(rounds: int, accuracy: float, clusters=None) -> History:

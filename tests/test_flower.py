@@ -17,7 +17,7 @@ import pytest
 import torch
 
 pytest.importorskip("flwr")
-from fedlearn_nb.engine import RunConfig, build_federated_data, get_backend, run  # noqa: E402
+from fedlearn_nb.experiment import RunConfig, build_federated_data, get_backend, run  # noqa: E402
 from fedlearn_nb.tools.flower import (LocalGrid, flower_folder, pack, run_deployment, run_many_on_flower, run_on_flower,  # noqa: E402
                                 save_partition, serve_experiment, unpack)
 
@@ -36,7 +36,7 @@ def small_config(algorithm: str, results_dir, num_clients: int = 3, rounds: int 
 
 def test_run_finds_the_flower_backend_without_it_being_imported():
     "run(config, backend='flower') in a fresh interpreter: the engine finds the adapter through its entry point."
-    code = ("import sys; from fedlearn_nb.engine import BACKENDS, get_backend; assert 'fedlearn_nb.tools.flower' not in sys.modules; "
+    code = ("import sys; from fedlearn_nb.experiment import BACKENDS, get_backend; assert 'fedlearn_nb.tools.flower' not in sys.modules; "
             "print(get_backend('flower').__module__)")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert found.returncode == 0, found.stderr

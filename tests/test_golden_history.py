@@ -26,6 +26,7 @@ def hint(name: str, how: str) -> str:
     if recorded not in (None, torch.__version__):
         lines.append(f"(the default was recorded with torch {recorded}, this is torch {torch.__version__}: re-record only after "
                      "checking that the code is not the cause)")
+    lines.append(f"(a change meant to alter results: re-record it in a commit of its own, python tests/golden_histories.py --record {name})")
     if how.startswith("exact"):
         lines.append("(if the code is not the cause, check out the last commit whose CI passed and run this test there; if it "
                      "fails there too, this processor's own recording is stale: python tests/golden_histories.py --record-platform "

@@ -34,8 +34,11 @@ def test_algorithms_import_each_other_only_for_a_base_class():
 
 
 def test_the_engine_reaches_algorithms_only_through_entry_points():
-    "The registry loads algorithms by entry point: the engine has no import of the algorithms package."
-    assert not [i for i in import_graph() if i.source == "engine" and i.target.startswith("algorithms")]
+    """The registry loads algorithms by entry point: no module of the engine (messages, history, execution, loop, experiment)
+    imports the algorithms package."""
+    engine = ("engine", "history", "execution", "loop", "experiment")
+    assert all(layer_of(module) < layer_of("algorithms") for module in engine)
+    assert not [i for i in import_graph() if i.source in engine and i.target.startswith("algorithms")]
     from fedlearn_nb.engine import get_algorithm
     assert get_algorithm("fcclplus").__module__ == "fedlearn_nb.algorithms.fccl"   # a name registered in a module of another name
 
@@ -46,6 +49,7 @@ def test_the_checks_catch_what_they_must():
     assert [(i.source, i.target) for i in upward_imports(graph)] == [("core", "models")]
     assert import_cycles(graph) == [["core", "models", "core"]]
     assert LAYERS["core"] < LAYERS["federation"] < LAYERS["engine"] < LAYERS["algorithms"] < LAYERS["tools"]
+    assert LAYERS["engine"] < LAYERS["execution"] < LAYERS["loop"] < LAYERS["experiment"] < LAYERS["reporting"]
 
 
 def test_chapter_numbers_follow_the_layers():

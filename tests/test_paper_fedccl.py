@@ -84,6 +84,23 @@ def test_histories_figures_and_metadata(smoke):
     assert all((smoke / "runs" / run["folder"] / "checkpoint.pt").exists() for run in metadata["runs"])
 
 
+def test_runs_side_by_side_give_the_same_tables(smoke, tmp_path):
+    "parallel=2: the runs train in two processes first; their histories and table entries are those of running one after another."
+    execute(tmp_path, scale="smoke", results_dir=str(tmp_path), methods="FedAvg,FedCCL", datasets="digits5lite", parallel=2)
+    for name in ("history_fedavg_digits5lite-balanced_seed0.csv", "history_fedccl_digits5lite-alpha0-5_seed0.csv",
+                 "history_fedccl-local-only_digits5lite-balanced_seed0.csv"):
+        ours, sequential = (pd.read_csv(folder / name).drop(columns="seconds", errors="ignore") for folder in (tmp_path, smoke))
+        pd.testing.assert_frame_equal(ours, sequential)
+    for number in (1, 2, 5, 7):
+        ours, sequential = (table(folder, number).set_index(["block", "row", "column"]) for folder in (tmp_path, smoke))
+        kept = [key for key in ours.index if key[1] in ("FedAvg", "FedCCL", "FedCCL (local only)", "FedCCL (global only)")
+                or key[1].startswith(("Local", "Global"))]
+        assert len(kept) and ours.loc[kept, "ours"].notna().any()
+        pd.testing.assert_series_equal(ours.loc[kept, "ours"], sequential.loc[kept, "ours"])
+    metadata = json.loads((tmp_path / "metadata.json").read_text())
+    assert metadata["config"]["parameters"]["parallel"] == 2
+
+
 @pytest.mark.parametrize("parameters, message", [(dict(scale="huge"), "unknown scale"),
                                                  (dict(methods="FedAvg,FedFoo"), "unknown method(s) ['FedFoo']")])
 def test_bad_parameters_name_the_valid_ones(tmp_path, parameters, message):

@@ -17,7 +17,7 @@ def test_names_resolve_in_a_fresh_process():
 @pytest.mark.parametrize("name", NAMES)
 def test_run_config_runs_and_repeats(name, tmp_path):
     import torch
-    from fedlearn_nb.engine import RunConfig, run
+    from fedlearn_nb.experiment import RunConfig, run
     torch.set_num_threads(1)
     def once(folder):
         config = RunConfig(dataset="digits5lite", partition="domains", model="fedcrl_cnn",
@@ -52,7 +52,8 @@ def test_every_phase_of_local_training_sees_the_train_time_augmentation(name, op
     "The one local loop augments every training sample of every phase (the personalised methods' own loops did not)."
     from toys import TinyNet, toy_federation
     from fedlearn_nb.core import seed_everything
-    from fedlearn_nb.engine import LocalTraining, get_algorithm, run_experiment
+    from fedlearn_nb.engine import LocalTraining, get_algorithm
+    from fedlearn_nb.loop import run_experiment
     fed, seen = toy_federation(clients=4, n=160), []
     fed.train_augmentation = lambda image: seen.append(image.shape) or image.flip(-1)
     seed_everything(0)

@@ -4,7 +4,8 @@ import torch
 
 from fedlearn_nb.core import seed_everything, torch_generator
 from fedlearn_nb.data import load_dataset
-from fedlearn_nb.engine import LocalTraining, get_algorithm, run_experiment, set_parameters
+from fedlearn_nb.engine import LocalTraining, get_algorithm, set_parameters
+from fedlearn_nb.loop import run_experiment
 from fedlearn_nb.federation import build_federation
 from fedlearn_nb.clustering import assign_to_centroids, clustering_scores
 from fedlearn_nb.algorithms.ppfcgan import PPFCGAN, dcn_encoder, mlp_decoder, train_dcn, update_centroids

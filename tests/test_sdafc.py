@@ -5,7 +5,9 @@ import torch
 
 from fedlearn_nb.core import torch_generator
 from fedlearn_nb.data import load_dataset
-from fedlearn_nb.engine import History, LocalTraining, get_algorithm, run_experiment
+from fedlearn_nb.engine import LocalTraining, get_algorithm
+from fedlearn_nb.history import History
+from fedlearn_nb.loop import run_experiment
 from fedlearn_nb.models import RawFeatures
 from fedlearn_nb.federation import build_federation
 from fedlearn_nb.algorithms.sdafc import SDAFC, SDAFCFCM, SDAFCKM, build_gan, latent_codes, synthesize, train_gan

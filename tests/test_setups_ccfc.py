@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedlearn_nb.engine import disconnected_clients
+from fedlearn_nb.loop import disconnected_clients
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "papers" / "ccfc.ipynb"

@@ -7,7 +7,9 @@ import pytest
 
 from fedlearn_nb.core import seed_everything
 from fedlearn_nb.data import LabelledData
-from fedlearn_nb.engine import History, LocalTraining, run_experiment
+from fedlearn_nb.engine import LocalTraining
+from fedlearn_nb.history import History
+from fedlearn_nb.loop import run_experiment
 from fedlearn_nb.federation import FederatedData
 from fedlearn_nb.toys import TOY_CLASSES, TinyNet, toy_centres  # noqa: F401 (TinyNet: re-used by the tests that import this module)
 

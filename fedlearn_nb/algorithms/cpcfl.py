@@ -16,8 +16,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import History, LocalTraining, register_algorithm, run_experiment
-from ..federation import Client, FederatedData, derive_seed
+from ..engine import LocalTraining, register_algorithm
+from ..history import History
+from ..loop import run_experiment
+from ..core import derive_seed
+from ..federation import Client, FederatedData
 from .ifca import IFCA
 from ..models import build_model
 from ..partition import GroupedPartition, partition_grouped_label_sets

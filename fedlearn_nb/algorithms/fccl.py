@@ -17,7 +17,8 @@ import torch.nn.functional as F
 
 from ..data import load_dataset, resize_images, to_rgb
 from ..engine import FitIns, FitRes, LocalTraining, get_parameters, register_algorithm, set_parameters
-from ..federation import Client, FederatedData, derive_seed
+from ..core import derive_seed
+from ..federation import Client, FederatedData
 from .fedavg import FedAvg
 from ..losses import (cross_correlation_loss, cross_correlation_matrix, instance_similarity_logits,
                                 instance_similarity_loss, non_target_distillation_loss)

@@ -14,8 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import (EvaluateIns, FitIns, FitRes, Parameters, extract_features, register_algorithm,
-                                set_parameters)
+from ..engine import EvaluateIns, FitIns, FitRes, Parameters, extract_features, register_algorithm, set_parameters
 from ..federation import Client
 from ..losses import aggregate_prototypes, class_prototypes, fedcrl_contrastive_loss
 from .fedper import FedPer

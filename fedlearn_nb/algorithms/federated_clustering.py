@@ -17,7 +17,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..engine import Algorithm, EvaluateIns, EvaluateRes, extract_features
-from ..federation import Client, FederatedData, derive_seed
+from ..core import derive_seed
+from ..federation import Client, FederatedData
 from ..clustering import check_num_clusters, check_distance, assign_to_centroids, clustering_scores, kmeans
 
 # %% auto #0

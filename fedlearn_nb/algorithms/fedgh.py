@@ -13,8 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import (FitIns, FitRes, batch_indices, extract_features, get_parameters, register_algorithm,
-                                seed_torch, set_parameters)
+from ..engine import FitIns, FitRes, batch_indices, extract_features, get_parameters, register_algorithm, set_parameters
+from ..core import seed_torch
 from ..federation import Client
 from .fedavg import FedAvg
 from ..losses import class_prototypes

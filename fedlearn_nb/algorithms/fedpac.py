@@ -15,8 +15,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from scipy.optimize import minimize
 
-from ..engine import (EvaluateIns, FitIns, FitRes, extract_features, get_parameters, register_algorithm,
-                                set_parameters, weighted_average)
+from ..engine import (EvaluateIns, FitIns, FitRes, extract_features, get_parameters, register_algorithm, set_parameters,
+                                weighted_average)
 from ..federation import Client
 from ..models import is_head_key
 from .fedper import FedPer

@@ -16,8 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..core import load_settings
-from ..engine import (EvaluateIns, EvaluateRes, FitIns, FitRes, LocalTraining, extract_features,
-                                register_algorithm)
+from ..engine import EvaluateIns, EvaluateRes, FitIns, FitRes, LocalTraining, extract_features, register_algorithm
 from ..federation import Client, FederatedData
 from .fedavg import FedAvg
 from ..losses import average_per_class, fedpcl_contrast, fill_missing_classes

@@ -17,8 +17,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import (Algorithm, EvaluateIns, EvaluateRes, FitIns, FitRes, History, LocalTraining, Parameters,
-                                evaluate_model, get_parameters, register_algorithm, set_parameters, weighted_average)
+from ..engine import (Algorithm, EvaluateIns, EvaluateRes, FitIns, FitRes, LocalTraining, Parameters, evaluate_model,
+                                get_parameters, register_algorithm, set_parameters, weighted_average)
+from ..history import History
 from ..federation import Client, FederatedData
 from ..metrics import ari
 from ..selfsupervised import load_encoder_into

@@ -11,8 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..engine import (EvaluateIns, EvaluateRes, batch_indices, evaluate_model, make_evaluate_res,
-                                register_algorithm)
+from ..engine import EvaluateIns, EvaluateRes, batch_indices, evaluate_model, make_evaluate_res, register_algorithm
 from ..federation import Client
 from .fedavg import FedAvg
 

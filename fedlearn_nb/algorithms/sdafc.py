@@ -18,8 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..core import torch_generator
-from ..engine import (FitIns, FitRes, LocalTraining, get_parameters, register_algorithm, set_parameters,
-                                weighted_average)
+from ..engine import FitIns, FitRes, LocalTraining, get_parameters, register_algorithm, set_parameters, weighted_average
 from ..federation import Client
 from .federated_clustering import FederatedClustering
 from ..losses import discriminator_loss, generator_loss

@@ -30,9 +30,11 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from ..core import atomic_write_bytes, atomic_write_json, choose_device, load_settings, run_metadata, seed_everything
-from ..engine import (Algorithm, EvaluateIns, EvaluateRes, FitIns, FitRes, History, RunConfig,
-                                build_algorithm, build_federated_data, build_model_for, register_backend,
-                                run_experiment, run_folder, seed_torch, CHECKPOINT_NAME)
+from ..engine import Algorithm, EvaluateIns, EvaluateRes, FitIns, FitRes
+from ..history import History
+from ..core import seed_torch
+from ..loop import run_experiment, CHECKPOINT_NAME
+from ..experiment import RunConfig, build_algorithm, build_federated_data, build_model_for, register_backend, run_folder
 from ..federation import Client, FederatedData
 
 # %% auto #0
@@ -474,10 +476,9 @@ def serve_experiment(grid: Grid, node_ids: Sequence[int], config: RunConfig, res
     model = build_model_for(config, data)
     algorithm = attach(build_algorithm(config), link)
     metadata = {**run_metadata(config, seed=config.seed, device=device), "backend": "flower"}
-    return run_experiment(algorithm, data, model, config.rounds, config.training(), seed=config.seed, fraction=config.fraction,
-                          disconnection_rate=config.disconnection_rate, dropout_rate=config.dropout_rate, eval_every=config.eval_every,
-                          run_dir=folder, resume=resume, progress=progress, metadata=metadata, callbacks=callbacks,
-                          name=config.name or config.algorithm, files={"config.json": {"config": config, "metadata": metadata}})
+    return run_experiment(algorithm, data, model, config.rounds, config.training(), config.settings(), run_dir=folder, resume=resume,
+                          progress=progress, metadata=metadata, callbacks=callbacks, name=config.name or config.algorithm,
+                          files={"config.json": {"config": config, "metadata": metadata}})
 
 # %% ../../nbs/93_flower.ipynb #1dc04d12
 def flower_server_app(jobs: Sequence[dict], histories: list, num_nodes: int, wait: float = 300.0) -> ServerApp:

@@ -23,7 +23,8 @@ __all__ = ['LAYERS', 'layer_of', 'Import', 'module_files', 'imports_of', 'import
 LAYERS: dict[str, int] = {  # module (dotted, below the package) -> rank; a module imports only ranks <= its own
     "core": 0, "data": 1, "metrics": 1, "partition": 2, "federation": 3, "models": 4,
     "clustering": 5, "losses": 5, "adversarial": 5, "toys": 5,
-    "selfsupervised": 6, "engine": 7, "reporting": 8, "algorithms": 9, "tools": 10,
+    "selfsupervised": 6, "engine": 7, "history": 8, "execution": 8, "loop": 9, "experiment": 10,
+    "reporting": 11, "algorithms": 12, "tools": 13,
 }
 
 def layer_of(module: str, layers: Mapping[str, int] = LAYERS) -> int:

@@ -17,7 +17,8 @@ import pandas as pd
 import torch
 
 from ..core import atomic_write_csv, atomic_write_json, load_settings, run_metadata
-from ..engine import History, RunConfig, run
+from ..history import History
+from ..experiment import RunConfig, run
 from ..reporting import plot_accuracy, results_table, runs_frame
 
 # %% auto #0

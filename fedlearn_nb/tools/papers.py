@@ -1,6 +1,7 @@
 """What every notebook in `papers/` needs besides its own set-up: reading its parameters, naming run folders, running a
-method over seeds through `run(config)`, and setting our numbers beside the paper's. Used by the FedCCL, FedPLCC,
-FedCRL, CCFC and CP-CFL notebooks and the cross-paper benchmark.
+table's independent runs through `run(config)` (one after another or side by side), and setting our numbers beside
+the paper's, table by table. Used by the FedCCL, FedPLCC, FedCRL, CCFC and CP-CFL notebooks and the cross-paper
+benchmark.
 
 Docs: https://fedlearn-nb.github.io/fedlearn_nb/papers.html.md"""
 
@@ -12,21 +13,30 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import multiprocessing
 import os
 import re
+import traceback
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import torch
+from fastcore.basics import patch
+from IPython.display import display
 
-from ..core import atomic_write_csv
-from ..engine import History, RunConfig, run, run_folder
+from ..core import atomic_write_csv, atomic_write_json
+from ..history import History
+from ..experiment import RunConfig, run, run_folder
 from ..reporting import compare_with_paper
 
 # %% auto #0
 __all__ = ['DATA_NOT_AVAILABLE', 'parse_list', 'parse_seeds', 'parse_count', 'skip_reason', 'slug', 'config_digest', 'run_name',
-           'file_label', 'PaperRuns', 'client_workers_for', 'seed_mean_std', 'entry_note', 'beside_paper']
+           'file_label', 'PaperRuns', 'RunRequest', 'client_workers_for', 'set_cpu_threads', 'seed_mean_std',
+           'final_accuracies', 'entry_note', 'beside_paper', 'PaperTables', 'show_block']
 
 # %% ../../nbs/95_papers.ipynb #289fc7ea
 def _name_key(name: str) -> str: return re.sub(r"[-_\s]", "", str(name).lower())
@@ -101,20 +111,28 @@ def _cpu_seconds() -> float:
 
 class PaperRuns:
     "A notebook's runs by key: each runs once through `run(config)`, resuming its folder; its history is kept, timed and written."
-    def __init__(self, results: str | Path, progress: bool = False, with_time: bool = True, client_workers: int | None = None):
+    def __init__(self, results: str | Path, progress: bool = False, with_time: bool = True, client_workers: int | None = None,
+                 parallel: int = 1):
         self.results, self.progress, self.with_time = Path(results), progress, with_time
         self.client_workers = client_workers            # None: each config's own; else it replaces theirs
+        self.parallel = parse_count(parallel, "parallel")  # runs trained side by side by `run_all`
         self.histories: dict[Hashable, History] = {}   # key -> History
-        self.cpu_seconds: dict[Hashable, float] = {}   # key -> CPU seconds of this process (about 0 when read back)
+        self.cpu_seconds: dict[Hashable, float] = {}   # key -> CPU seconds spent on it (about 0 when read back)
         self.folders: dict[Hashable, str] = {}         # key -> the run folder's name
+        self.failed: dict[Hashable, str] = {}          # key -> "failed: <error>" of a run that was allowed to fail
 
-    def run(self, key: Hashable, config: RunConfig, history_file: str | None = None, **kwargs) -> History:
-        "The History of run `key`: kept from before, or `run(config, **kwargs)`; its frame written to `history_file` under `results`."
-        if key in self.histories: return self.histories[key]
+    def run(self, key: Hashable, config: RunConfig, history_file: str | None = None, may_fail: bool = False, **kwargs) -> History | None:
+        "The History of run `key`: kept, or `run(config, **kwargs)`, its frame written to `history_file`; None if it `may_fail` and did."
+        if key in self.histories or key in self.failed: return self.histories.get(key)
         if self.client_workers is not None: config = dataclasses.replace(config, client_workers=self.client_workers)
         began = _cpu_seconds()
-        history = run(config, progress=self.progress, **kwargs)
-        self.cpu_seconds[key] = _cpu_seconds() - began
+        try: history = run(config, progress=self.progress, **kwargs)
+        except Exception as error:
+            if not may_fail: raise
+            self.failed[key] = f"failed: {type(error).__name__}: {error}"
+            print(f"!! run {key} failed:\n{traceback.format_exc(limit=3)}")
+            return None
+        self.cpu_seconds[key] = self.cpu_seconds.get(key, 0.0) + _cpu_seconds() - began
         self.folders[key] = run_folder(config).name
         if history_file: atomic_write_csv(self.results / history_file, history.to_frame(with_time=self.with_time))
         self.histories[key] = history
@@ -123,12 +141,54 @@ class PaperRuns:
     def __contains__(self, key: Hashable) -> bool: return key in self.histories
     def __getitem__(self, key: Hashable) -> History: return self.histories[key]
 
+# %% ../../nbs/95_papers.ipynb #e2eb7e2b
+@dataclasses.dataclass
+class RunRequest:
+    "One run a table needs: its key, its config, the file its history is written to, whether it may fail (a noted, empty entry), `run`'s options."
+    key: Hashable
+    config: RunConfig
+    history_file: str | None = None
+    may_fail: bool = False
+    options: dict = dataclasses.field(default_factory=dict)   # e.g. data= a federation built once (a worker inherits it: nothing is pickled)
+
+_REQUESTS: list[RunRequest] = []   # in a worker process: the requests of its pool (set by `_start_worker`)
+
+def _start_worker(requests: list[RunRequest], threads: int) -> None:
+    global _REQUESTS
+    _REQUESTS = requests
+    torch.set_num_threads(threads)
+
+def _run_in_worker(index: int) -> float:
+    "Train request `index` to its end in its folder; the CPU seconds it took (a failure is left to the notebook's process)."
+    began = _cpu_seconds()
+    try: run(dataclasses.replace(_REQUESTS[index].config, client_workers=1), progress=False, **_REQUESTS[index].options)
+    except Exception: pass
+    return _cpu_seconds() - began
+
+@patch
+def run_all(self: PaperRuns, requests: Sequence[RunRequest]) -> list[History | None]:
+    "The History of every request, in order; with `parallel` > 1 the runs not kept yet train first in that many processes."
+    pending = list({r.key: r for r in requests if r.key not in self.histories and r.key not in self.failed}.values())
+    if self.parallel > 1 and len(pending) > 1:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(min(self.parallel, len(pending)), mp_context=context, initializer=_start_worker,
+                                 initargs=(pending, torch.get_num_threads())) as pool:
+            for request, seconds in zip(pending, pool.map(_run_in_worker, range(len(pending)))): self.cpu_seconds[request.key] = seconds
+    return [self.run(r.key, r.config, r.history_file, may_fail=r.may_fail, **r.options) for r in requests]
+
 # %% ../../nbs/95_papers.ipynb #c1e4a0b2
 def client_workers_for(scale: str, client_workers: int | None = None) -> int:
     "A paper notebook's `client_workers`: as given, else 1 at the smoke scale and 0 (one process per core) at quick and paper."
     if client_workers is not None: return parse_count(client_workers, "client_workers", minimum=0)
     return 1 if scale == "smoke" else 0
 
+
+# %% ../../nbs/95_papers.ipynb #56629a6b
+def set_cpu_threads(num_threads: int | None, scale: str) -> int:
+    "Set torch's CPU threads to `num_threads`, else 1 at smoke and quick and torch's default at paper; the number now used."
+    if num_threads is not None: torch.set_num_threads(parse_count(num_threads, "num_threads"))
+    elif scale != "paper": torch.set_num_threads(1)
+    return torch.get_num_threads()
 
 # %% ../../nbs/95_papers.ipynb #97df2cf8
 def seed_mean_std(values: Sequence[float] | pd.DataFrame) -> tuple:
@@ -137,6 +197,16 @@ def seed_mean_std(values: Sequence[float] | pd.DataFrame) -> tuple:
     mean = frame.mean()
     std = frame.std(ddof=1) if len(frame) > 1 else mean * np.nan
     return (mean, std) if isinstance(values, pd.DataFrame) else (mean["value"], std["value"])
+
+# %% ../../nbs/95_papers.ipynb #ee0cdc8c
+def final_accuracies(history: History, window: int) -> dict[str, float]:
+    "Mean of the last `window` evaluated rounds: sample-weighted ('weighted'), per domain, and their mean ('Avg')."
+    frame = history.to_frame().dropna(subset=["accuracy_weighted"]).tail(window)
+    out = {"weighted": frame["accuracy_weighted"].mean()}
+    for column in frame.columns:
+        if column.startswith("accuracy/"): out[column.split("/", 1)[1]] = frame[column].mean()
+    if "accuracy_domain_mean" in frame: out["Avg"] = frame["accuracy_domain_mean"].mean()
+    return out
 
 # %% ../../nbs/95_papers.ipynb #659bcf68
 def entry_note(notes: Mapping, row: Hashable, column: Hashable) -> str:
@@ -155,3 +225,45 @@ def beside_paper(ours, paper, rows: Sequence, columns: Sequence, *, std: Mapping
     frame["seeds"] = seeds
     frame["note"] = [entry_note(notes, r, c) for r, c in frame.index]
     return frame.reset_index()
+
+# %% ../../nbs/95_papers.ipynb #aeda24b0
+class PaperTables:
+    "A notebook's reproduced tables: blocks of ours beside the paper's, kept per table and written as table_<n>.csv; and its figures."
+    def __init__(self, results: str | Path, paper: Mapping, scale: float = 100.0):
+        self.results, self.paper, self.scale = Path(results), paper, scale
+        self.blocks: dict[str, list[pd.DataFrame]] = {}   # table -> its blocks, in order
+        self.figures: dict[str, str] = {}                 # figure name -> its file
+
+    def block(self, table: str, block: str, ours: Mapping, rows: Sequence, columns: Sequence, *, notes: Mapping | None = None,
+              spread: Mapping | None = None, seeds: int = 1) -> pd.DataFrame:
+        "Block `block` of `table`: ours (row -> column -> fraction; None or NaN: none) beside the paper's, kept for `save`."
+        ours = {r: {c: v for c, v in cols.items() if v is not None and not pd.isna(v)} for r, cols in ours.items()}
+        spread = {r: {c: round(self.scale * v, 2) for c, v in cols.items()} for r, cols in (spread or {}).items()}
+        frame = beside_paper(ours, self.paper.get((table, block), {}), rows, columns, std=spread, notes=notes, seeds=seeds, scale=self.scale)
+        frame = frame[["row", "column", "ours", "paper", "difference", "note", "ours_std", "seeds"]]
+        frame.insert(0, "block", block); frame.insert(0, "table", table)
+        self.blocks.setdefault(table, []).append(frame)
+        return frame
+
+    def save(self, table: str) -> pd.DataFrame:
+        "table_<table>.csv under `results`: every block of the table, one after another."
+        frame = pd.concat(self.blocks[table], ignore_index=True)
+        atomic_write_csv(self.results / f"table_{table}.csv", frame)
+        return frame
+
+    def save_figure(self, name: str, figure) -> Path:
+        "<name>.png under `results`, shown and closed."
+        path = self.results / f"{name}.png"
+        figure.savefig(path, dpi=120, bbox_inches="tight"); plt.show(); plt.close(figure)
+        self.figures[name] = str(path)
+        return path
+
+def show_block(frame: pd.DataFrame, title: str) -> None:
+    "Print a block as wide tables (ours, our spread when there is one, paper, difference), then its notes."
+    print(f"\n=== {title} ===")
+    for value in ("ours", "ours_std", "paper", "difference"):
+        if value == "ours_std" and frame[value].isna().all(): continue
+        wide = frame.pivot(index="row", columns="column", values=value).reindex(index=list(dict.fromkeys(frame.row)), columns=list(dict.fromkeys(frame.column)))
+        print(f"-- {value} (%){' over ' + str(frame.seeds.iloc[0]) + ' seeds' if value == 'ours' else ''}:"); display(wide.round(2))
+    notes = frame[frame.note != ""].drop_duplicates(["row", "note"])[["row", "column", "note"]]
+    if len(notes): print("notes:"); display(notes)

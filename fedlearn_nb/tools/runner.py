@@ -596,7 +596,8 @@ def side_by_side_text(frame: pd.DataFrame, max_rows: int | None = 30, decimals: 
     keys = [c for c in (columns[:columns.index("ours")] if "ours" in columns else columns) if c not in ("table", "note", *value_columns)]
     shown = frame[keys + value_columns + (["note"] if "note" in frame else [])].copy()
     stand_in = is_stand_in(frame)
-    if stand_in.any(): shown.insert(0, "data", stand_in.map({True: "STAND-IN", False: "real"}))
+    marker = "data" if "data" not in shown else "computed on"   # FedCRL's tables name their dataset `data`
+    if stand_in.any(): shown.insert(0, marker, stand_in.map({True: "STAND-IN", False: "real"}))
     for column in value_columns: shown[column] = pd.to_numeric(shown[column], errors="coerce").round(decimals)
     if "note" in shown: shown["note"] = shown["note"].fillna("").astype(str).map(lambda note: shorten(note, note_width))
     if "ours" in shown: shown = pd.concat([shown[shown["ours"].notna()], shown[shown["ours"].isna()]])
@@ -952,6 +953,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="a new dated folder even when the same command was interrupted before")
     run.add_argument("--dry-run", action="store_true", help="show what would run and which data is missing; run nothing")
     run.add_argument("--threads", type=int, default=None, help="CPU threads for the notebook's kernel (OMP/MKL)")
+    run.add_argument("--parallel", type=int, default=None, metavar="N", help="train the paper's independent runs in N processes "
+                     "side by side (its notebook parameter `parallel`; same results as one after another)")
     run.add_argument("--timeout", type=int, default=None, help="seconds a single cell may take (default: no limit)")
     run.add_argument("--max-rows", type=int, default=30, help="rows printed per table in the summary (0: all)")
     run.add_argument("--no-progress", action="store_true")
@@ -992,7 +995,9 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     problem = torch_install_problem()
     if problem: print(f"fedlearn-repro: error: {problem}", file=sys.stderr); return 2
     settings = load_settings()
-    plans = plan_runs(args.paper, args.scale, args.parameter, args.results_dir, args.papers_dir, args.resume, data_root=settings.data_root)
+    if args.parallel is not None and args.parallel < 1: raise ValueError(f"--parallel must be >= 1, got {args.parallel}")
+    parallel = [] if args.parallel is None else [("parallel", str(args.parallel))]
+    plans = plan_runs(args.paper, args.scale, args.parameter + parallel, args.results_dir, args.papers_dir, args.resume, data_root=settings.data_root)
     own = "--results-dir" if args.results_dir is not None else "-p results_dir" if any(k == "results_dir" for k, _ in args.parameter) else None
     print(settings_line(settings, (plans[0].output_dir.parents[3], own) if own and plans else None))
     missing_root = data_root_problem(settings) if any(p.missing_data for p in plans) else ""
