@@ -23,7 +23,9 @@ from ..core import choose_device, seed_everything
 from ..data import DatasetNotFoundError, LabelledData, UnknownDatasetError
 from ..federation import FederatedData, build_federation
 # the one place this module takes the engine's run builders (they may move to their own module)
-from ..engine import RunConfig, build_algorithm, build_federated_data, build_model_for, run_round, evaluate_clients
+from ..execution import evaluate_clients
+from ..loop import run_round
+from ..experiment import RunConfig, build_algorithm, build_federated_data, build_model_for
 
 # %% auto #0
 __all__ = ['MNIST', 'FASHION_MNIST', 'CIFAR10', 'CIFAR100', 'STL10', 'EMNIST', 'FEDCCL_METHODS', 'FEDPLCC_METHODS',
