@@ -962,6 +962,14 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument("run_dir")
     publish.add_argument("--to", default=None, help="publish into this folder instead (e.g. papers/results/fedplcc/quick/30-rounds for a "
                          "supplementary run kept beside the main one, which the status page keeps using)")
+    cost = commands.add_parser("cost", help="time a few rounds of every headline column and project each table's wall time (fedlearn_nb.tools.cost)")
+    cost.add_argument("paper", help="a paper name, comma-separated names, or 'all'")
+    cost.add_argument("--scale", default="paper", help="paper (the papers' settings) | smoke (a tiny table on embedded data; default: paper)")
+    cost.add_argument("--rounds", type=int, default=2, help="timed rounds per column, after one untimed warm-up (default: 2)")
+    cost.add_argument("--images", type=int, default=None, help="time on this many images per client (x4 while a round takes under 3 s) and "
+                      "scale to the full round; for a CPU (default: all images)")
+    cost.add_argument("--json", default=None, help="write the record (machine, settings, timings, projections) to this file")
+    cost.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     return parser
 
 def _continue_command(argv: Sequence[str]) -> str:
@@ -1033,6 +1041,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(list_papers(args.papers_dir)); return 0
         if args.command == "publish":
             print(f"published to {publish_run(args.run_dir, args.to)}"); return 0
+        if args.command == "cost":
+            from fedlearn_nb.tools.cost import cost_command
+            return cost_command(args.paper, args.scale, args.rounds, args.images, args.json, args.device)
         return _run(args, argv)
     except (ValueError, FileNotFoundError) as error:
         print(f"fedlearn-repro: error: {error}", file=sys.stderr); return 2
