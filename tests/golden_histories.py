@@ -32,6 +32,7 @@ changed without the platform recordings being dropped or re-recorded fails `test
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -170,11 +171,6 @@ def record_run(name: str, device: str = "cpu", **changes) -> tuple[list[dict], d
     return json.loads(json.dumps(history.records, default=float)), steps
 
 
-def record_history(name: str) -> list[dict]:
-    "Algorithm `name`'s golden history on this machine's CPU."
-    return record_run(name)[0]
-
-
 # ---------------------------------------------------------------------------------------------- comparisons
 def _same(recorded, got, rtol: float = RTOL, atol: float = ATOL) -> bool:
     "Equal, floats to rtol/atol, recursing into per-client lists and dicts."
@@ -290,8 +286,13 @@ FIRST_STEP_RECORDINGS = _read(FIRST_STEPS, {})
 
 
 def own_recording(described: dict | None = None) -> dict:
-    "The platform `described`'s own histories {name: records} (empty where it has none)."
-    return _read(platform_file(described), {"histories": {}})["histories"]
+    "The platform `described`'s own histories {name: records} (empty where it has none), read once per platform."
+    return _own_recording(platform_file(described))
+
+
+@functools.lru_cache(maxsize=None)
+def _own_recording(path: Path) -> dict:
+    return _read(path, {"histories": {}})["histories"]
 
 
 def check(name: str, history: list[dict], steps: dict | None = None, described: dict | None = None) -> tuple[list[str], str]:
