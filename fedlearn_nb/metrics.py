@@ -12,8 +12,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
-from scipy.optimize import linear_sum_assignment
-from sklearn import metrics as sk_metrics
+
+def _sk_metrics():
+    "scikit-learn's metrics, imported on first use: scikit-learn takes longer to import than torch, and most runs never score a clustering"
+    from sklearn import metrics
+    return metrics
 
 # %% auto #0
 __all__ = ['to_numpy', 'accuracy', 'per_domain_accuracy', 'grouped_accuracy', 'per_client_accuracy', 'client_accuracy_summary',
@@ -96,12 +99,12 @@ def client_accuracy_summary(accuracies: Sequence[float], sizes: Sequence[int] | 
 def nmi(labels_true: Any, labels_pred: Any, average_method: str = "arithmetic") -> float:
     "Normalised mutual information between true classes and clusters (scikit-learn; arithmetic mean as CCFC's code)."
     predicted, true = _pair(labels_pred, labels_true)
-    return float(sk_metrics.normalized_mutual_info_score(true, predicted, average_method=average_method))
+    return float(_sk_metrics().normalized_mutual_info_score(true, predicted, average_method=average_method))
 
 def ari(labels_true: Any, labels_pred: Any) -> float:
     "Adjusted Rand index between true classes and clusters (scikit-learn)."
     predicted, true = _pair(labels_pred, labels_true)
-    return float(sk_metrics.adjusted_rand_score(true, predicted))
+    return float(_sk_metrics().adjusted_rand_score(true, predicted))
 
 # %% ../nbs/02_metrics.ipynb #5358aef2
 def match_clusters(labels_true: Any, labels_pred: Any) -> dict:
@@ -111,6 +114,7 @@ def match_clusters(labels_true: Any, labels_pred: Any) -> dict:
     clusters, cluster_index = np.unique(predicted, return_inverse=True)
     table = np.zeros((len(clusters), len(classes)), dtype=np.int64)         # (clusters, classes)
     np.add.at(table, (cluster_index, true_index), 1)
+    from scipy.optimize import linear_sum_assignment
     rows, cols = linear_sum_assignment(table, maximize=True)
     return {clusters[r].item(): classes[c].item() for r, c in zip(rows, cols)}
 
@@ -130,7 +134,7 @@ def clustering_accuracy(labels_true: Any, labels_pred: Any) -> float:
 def kappa(labels_true: Any, labels_pred: Any) -> float:
     "Cohen's kappa between classes and Hungarian-matched clusters (our reading of CCFC's Kappa)."
     true, renamed = _matched_labels(labels_true, labels_pred)
-    return float(sk_metrics.cohen_kappa_score(true, renamed))
+    return float(_sk_metrics().cohen_kappa_score(true, renamed))
 
 # %% ../nbs/02_metrics.ipynb #49c1b5fb
 def calinski_harabasz(features: Any, labels: Any) -> float:
@@ -141,7 +145,7 @@ def calinski_harabasz(features: Any, labels: Any) -> float:
     if len(groups) != len(x): raise ValueError(f"{len(groups)} labels for {len(x)} feature rows")
     if not 2 <= len(np.unique(groups)) <= len(x) - 1:
         raise ValueError("Calinski-Harabasz needs at least 2 groups and fewer groups than samples")
-    return float(sk_metrics.calinski_harabasz_score(x, groups))
+    return float(_sk_metrics().calinski_harabasz_score(x, groups))
 
 # %% ../nbs/02_metrics.ipynb #c5d400e5
 def knn_accuracy(train_features: Any, train_labels: Any, test_features: Any, test_labels: Any, k: int = 5,

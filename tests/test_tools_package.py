@@ -45,3 +45,12 @@ def test_console_scripts_point_into_tools():
         result = subprocess.run([sys.executable, "-c", f"import {module} as m; assert callable(m.{function})"], cwd=ROOT,
                                 capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr
+
+
+def test_the_run_path_does_not_import_scikit_learn():
+    """scikit-learn is imported where a clustering is scored, not by `import fedlearn_nb.experiment`: otherwise every chapter,
+    paper kernel, Flower node and runner process pays its import, which takes longer than torch's."""
+    probe = "import sys, fedlearn_nb.experiment, fedlearn_nb.metrics as m; print('sklearn' in sys.modules); m.nmi([0, 0, 1], [1, 1, 0]); print('sklearn' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True"], result.stdout
