@@ -41,7 +41,7 @@ def test_smoke_figure_4_representations(smoke):
     "Figure 4: the representations of every sample of every client of the practical column, from the runs' final models."
     representations = pd.read_csv(smoke / "representations.csv")
     assert representations.method.tolist() == ["FedAvg", "Local", "FedRep", "FedCRL"]
-    assert (representations.points == representations.points.iloc[0]).all() and representations.points.iloc[0] == 400  # digits: 40 per class
+    assert (representations.points == representations.points.iloc[0]).all() and representations.points.iloc[0] == 200  # digits: 20 per class
     assert (representations.clients == 5).all() and (representations.classes == 10).all()
     assert representations.silhouette_by_class.between(-1, 1).all() and representations.silhouette_by_client.between(-1, 1).all()
     # FedAvg evaluates one global model on every client: its representations cannot separate the clients better than Local's own models

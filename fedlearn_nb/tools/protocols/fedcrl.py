@@ -62,7 +62,7 @@ HEADLINE_DATASET = "cifar10"   # below paper scale the CIFAR-10 columns of Table
 SCALES = {
     "smoke": dict(seeds="0", batch_size=32, model_kwargs=dict(conv_channels=(8, 16), representation_dim=32), stand_in="digits",
                   columns=("prac-cifar10", "path-cifar10", "beta1"), num_clients={20: 5, 100: 5},
-                  default=dict(rounds=2, eval_every=1, per_class=40, min_size=10), overrides={}),
+                  default=dict(rounds=2, eval_every=1, per_class=20, min_size=10), overrides={}),
     "quick": dict(seeds="0,1,2", batch_size=16, model_kwargs={}, stand_in=None, columns=None, num_clients={20: 20, 100: 100},
                   default=dict(rounds=8, eval_every=2, per_class=100, min_size=12),
                   overrides={"prac-emnist": dict(per_class=25), "path-emnist": dict(per_class=25),
