@@ -1,30 +1,13 @@
 """Every column of FedCRL's Tables II and III, at every scale: the clients the notebook would build, on label arrays of
-the real data sizes (no images). The notebook's cells tagged "setup" are executed here, so this is the code the notebook
-runs (`column_pool`, `column_partition`), not a copy."""
-import json
-from pathlib import Path
-
+the real data sizes (no images). These are the protocol's own functions (`column_pool`, `column_partition`), the ones
+the notebook's runs use through their RunConfig."""
 import numpy as np
 import pytest
 
 from fedlearn_nb.partition import is_disjoint, split_train_test
+from fedlearn_nb.tools.protocols import fedcrl
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "papers" / "fedcrl.ipynb"
-
-
-def setup_namespace() -> dict:
-    "Execute the notebook's `setup` cells (scales, columns, partition functions) in a fresh namespace."
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
-    sources = ["".join(c["source"]) for c in cells if "setup" in c.get("metadata", {}).get("tags", [])]
-    assert len(sources) >= 2, "papers/fedcrl.ipynb lost its cells tagged 'setup'"
-    namespace: dict = {}
-    for source in sources: exec(compile(source, str(NOTEBOOK), "exec"), namespace)
-    return namespace
-
-
-NS = setup_namespace()
-COLUMNS, SCALES = NS["COLUMNS"], NS["SCALES"]
+COLUMNS, SCALES = fedcrl.COLUMNS, fedcrl.SCALES
 
 
 def merged(per_class_train: int, per_class_test: int, num_classes: int) -> np.ndarray:
@@ -62,7 +45,7 @@ def test_real_label_arrays_have_the_real_sizes():
 def check_clients(labels, parts, note, column, scale, seed):
     "The sizes and class coverage the paper's set-up states, for one column's clients."
     _, dataset, setting, n, params = COLUMNS[column]
-    settings = NS["column_settings"](column, scale)
+    settings = fedcrl.column_settings(column, scale)
     num_classes = len(np.unique(labels))
     assert len(parts) == settings["num_clients"] == SCALES[scale]["num_clients"][n]
     assert is_disjoint(parts) and sum(map(len, parts)) == len(labels)            # every sample on exactly one client
@@ -81,14 +64,14 @@ def check_clients(labels, parts, note, column, scale, seed):
 
 @pytest.mark.parametrize("scale,column,key", cases())
 def test_every_column_can_be_built(scale, column, key):
-    settings = NS["column_settings"](column, scale)
+    settings = fedcrl.column_settings(column, scale)
     labels = LABELS[key]
-    pool = NS["column_pool"](labels, column, scale)
+    pool = fedcrl.column_pool(labels, column, scale)
     pooled = labels[pool]
     num_classes = len(np.unique(labels))
     if settings["per_class"] is None: assert len(pool) == len(labels)
     else: assert np.bincount(pooled, minlength=num_classes).tolist() == [settings["per_class"]] * num_classes
-    parts, note = NS["column_partition"](pooled, column, scale, seed=0)
+    parts, note = fedcrl.column_partition(pooled, column, scale, seed=0)
     check_clients(pooled, parts, note, column, scale, seed=0)
 
 
@@ -96,24 +79,24 @@ def test_beta001_is_infeasible_without_the_top_up_and_recorded_with_it():
     "beta = 0.01 with 20 clients: no draw gives every client the minimum, so the split is topped up and says so."
     labels = LABELS["cifar10"]
     for scale in ("quick", "paper"):
-        pooled = labels[NS["column_pool"](labels, "beta0.01", scale)]
-        parts, note = NS["column_partition"](pooled, "beta0.01", scale, seed=0)
+        pooled = labels[fedcrl.column_pool(labels, "beta0.01", scale)]
+        parts, note = fedcrl.column_partition(pooled, "beta0.01", scale, seed=0)
         assert "topped up" in note
         sizes = np.array([len(p) for p in parts])
-        assert sizes.min() == NS["column_settings"]("beta0.01", scale)["min_size"]
+        assert sizes.min() == fedcrl.column_settings("beta0.01", scale)["min_size"]
         classes = [len(np.unique(pooled[p])) for p in parts]
         assert np.median(classes) <= 2                        # beta = 0.01: a client holds one class or two
 
 
 def test_quick_seeds_and_columns():
     "Below paper scale the headline (CIFAR-10) columns run every seed, the others the first; quick's cuts are smaller than the paper's."
-    seeds = NS["column_seeds"]
+    seeds = fedcrl.column_seeds
     assert seeds("prac-cifar10", [0, 1, 2], "quick") == [0, 1, 2] and seeds("beta0.01", [0, 1, 2], "quick") == [0, 1, 2]
     assert seeds("prac-emnist", [0, 1, 2], "quick") == [0] and seeds("classes50", [0, 1, 2], "quick") == [0]
     assert seeds("classes50", [0, 1, 2, 3, 4], "paper") == [0, 1, 2, 3, 4]     # the paper's 5 runs on every column
     assert SCALES["quick"]["seeds"] == "0,1,2" and SCALES["paper"]["seeds"] == "0,1,2,3,4"
     for column in COLUMNS:
-        quick, paper = NS["column_settings"](column, "quick"), NS["column_settings"](column, "paper")
+        quick, paper = fedcrl.column_settings(column, "quick"), fedcrl.column_settings(column, "paper")
         assert quick["rounds"] < paper["rounds"] and quick["num_clients"] == paper["num_clients"]
         assert paper["per_class"] is None and paper["eval_every"] == 1
 
@@ -122,7 +105,21 @@ def test_smoke_columns_on_the_embedded_digits():
     from fedlearn_nb.data import load_dataset
     labels = load_dataset("digits", split="all").y.numpy()
     for column in SCALES["smoke"]["columns"]:
-        pooled = labels[NS["column_pool"](labels, column, "smoke")]
-        assert len(pooled) == 400
-        parts, note = NS["column_partition"](pooled, column, "smoke", seed=0)
+        pooled = labels[fedcrl.column_pool(labels, column, "smoke")]
+        assert len(pooled) == 200
+        parts, note = fedcrl.column_partition(pooled, column, "smoke", seed=0)
         check_clients(pooled, parts, note, column, "smoke", seed=0)
+
+
+def test_the_runs_get_these_clients_from_their_config(tmp_path):
+    "The clients a run builds from its RunConfig alone are the ones column_partition cuts from the labels (same sizes, same classes)."
+    from fedlearn_nb.experiment import build_federated_data
+    protocol = fedcrl.Protocol.from_parameters(scale="smoke", results_dir=str(tmp_path))
+    labels = protocol.data("cifar10").y.numpy()
+    for column in SCALES["smoke"]["columns"]:
+        pooled = labels[fedcrl.column_pool(labels, column, "smoke")]
+        parts, _ = fedcrl.column_partition(pooled, column, "smoke", seed=0)
+        fed = build_federated_data(protocol.config(column, "FedCRL", 0))
+        assert fed.name == f"digits/all-{column}"
+        held = [np.sort(np.concatenate([c.y_train.numpy(), c.y_test.numpy()])) for c in fed.clients]
+        assert [h.tolist() for h in held] == [np.sort(pooled[p]).tolist() for p in parts]

@@ -34,9 +34,10 @@ from ..experiment import RunConfig, run, run_folder
 from ..reporting import compare_with_paper
 
 # %% auto #0
-__all__ = ['DATA_NOT_AVAILABLE', 'parse_list', 'parse_seeds', 'parse_count', 'skip_reason', 'slug', 'config_digest', 'run_name',
-           'file_label', 'PaperRuns', 'RunRequest', 'client_workers_for', 'set_cpu_threads', 'seed_mean_std',
-           'final_accuracies', 'entry_note', 'beside_paper', 'PaperTables', 'show_block']
+__all__ = ['DATA_NOT_AVAILABLE', 'parse_list', 'parse_seeds', 'parse_count', 'skip_reason', 'not_run_note', 'slug',
+           'config_digest', 'run_name', 'file_label', 'history_file', 'PaperRuns', 'RunRequest', 'client_workers_for',
+           'set_cpu_threads', 'seed_mean_std', 'final_accuracies', 'entry_note', 'beside_paper', 'PaperTables',
+           'show_block', 'paper_cells', 'rank_agreement']
 
 # %% ../../nbs/95_papers.ipynb #289fc7ea
 def _name_key(name: str) -> str: return re.sub(r"[-_\s]", "", str(name).lower())
@@ -86,6 +87,12 @@ def skip_reason(error: Exception, what: str | None = None) -> str:
     folders = dict.fromkeys(_data_folder(p, root.group(1) if root else None) for p in looked.split(", "))
     return f"{DATA_NOT_AVAILABLE}: {what} not in the data folder ({', '.join(folders)})"
 
+# %% ../../nbs/95_papers.ipynb #671e4df7
+def not_run_note(scale: str, at_scale: bool = True, **selected: bool) -> str | None:
+    "None when an entry runs; else why not: 'not run at <scale> scale', or 'not selected (<parameter> parameter)' for the first parameter that leaves it out."
+    if not at_scale: return f"not run at {scale} scale"
+    return next((f"not selected ({parameter} parameter)" for parameter, chosen in selected.items() if not chosen), None)
+
 # %% ../../nbs/95_papers.ipynb #5a826675
 def slug(text: str) -> str:
     "`text` in lower case with every run of other characters than letters and digits as one dash ('+' reads '-plus')."
@@ -102,6 +109,13 @@ def run_name(prefix: str, label: str, seed: int, parts: Any) -> str:
 def file_label(label: str) -> str:
     "A method's label in a file name: kept as written but for runs of characters other than letters, digits and _.=+- (one dash)."
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "-", str(label)).strip("-")
+
+# %% ../../nbs/95_papers.ipynb #1ca8859a
+def history_file(method: str, setting: str, seed: int) -> str:
+    "The name of a run's history file beside the tables: history_<method>_<setting>_seed<seed>.csv."
+    for what, part in (("method", method), ("setting", setting)):
+        if not part or file_label(part) != part: raise ValueError(f"history_file: {what} {part!r} is not a file-name part; pass file_label({part!r}) = {file_label(part)!r}")
+    return f"history_{method}_{setting}_seed{parse_count(seed, 'seed', minimum=0)}.csv"
 
 # %% ../../nbs/95_papers.ipynb #3be4d581
 def _cpu_seconds() -> float:
@@ -267,3 +281,25 @@ def show_block(frame: pd.DataFrame, title: str) -> None:
         print(f"-- {value} (%){' over ' + str(frame.seeds.iloc[0]) + ' seeds' if value == 'ours' else ''}:"); display(wide.round(2))
     notes = frame[frame.note != ""].drop_duplicates(["row", "note"])[["row", "column", "note"]]
     if len(notes): print("notes:"); display(notes)
+
+# %% ../../nbs/95_papers.ipynb #36702476
+def paper_cells(frame: pd.DataFrame, index: str | Sequence[str] = "row", columns: str | Sequence[str] = "column",
+                order: Sequence | None = None) -> pd.DataFrame | None:
+    "The entries of a long table with a number of ours as 'ours ± ours_std | paper' strings, `index` by `columns`; None if there are none."
+    ran = frame[frame.ours.notna()]
+    if not len(ran): return None
+    spread = np.where(ran.ours_std.notna(), " ± " + ran.ours_std.map("{:.2f}".format), "")
+    cell = ran.ours.map("{:.2f}".format) + spread + " | " + ran.paper.map("{:.2f}".format)
+    wide = ran.assign(cell=cell).pivot_table(index=index, columns=columns, values="cell", aggfunc="first", sort=False)
+    return wide if order is None else wide.reindex(order)
+
+# %% ../../nbs/95_papers.ipynb #328f86da
+def rank_agreement(frame: pd.DataFrame, by: str = "row", focus: str | None = None) -> dict:
+    "Spearman's rho of the `ours` and `paper` columns of `frame` (entries with both), each side's best `by`, and `focus`'s rank on each side."
+    from scipy.stats import spearmanr
+    frame = frame.dropna(subset=["ours", "paper"])
+    rank_of = lambda values: int((values > values[frame[by] == focus].max()).sum() + 1) if focus in set(frame[by]) else None
+    return {"methods": len(frame), "spearman_rho": spearmanr(frame.ours, frame.paper).correlation if len(frame) > 2 else float("nan"),
+            "our_best": frame.sort_values("ours", ascending=False)[by].iloc[0] if len(frame) else None,
+            "paper_best": frame.sort_values("paper", ascending=False)[by].iloc[0] if len(frame) else None,
+            "rank_ours": rank_of(frame.ours), "rank_paper": rank_of(frame.paper)}
