@@ -1,5 +1,6 @@
 "The CP-CFL paper notebook runs under papermill at smoke scale and writes every table, figure, history and its metadata."
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -65,8 +66,12 @@ def test_skipped_and_not_run_entries_say_why(smoke):
     assert table5[(table5.column == "STL-10 to STL-10")].ours.notna().all()            # the stand-in column ran, centralised rows too
     table_d21 = pd.read_csv(smoke / "table_D.21.csv")
     assert len(table_d21) == 5 * 2 and table_d21.ours.isna().all() and table_d21.note.str.startswith("not run: ResNet-50").all()
-    table9 = pd.read_csv(smoke / "table_9.csv")
-    assert len(table9) == 5 and table9.ours.notna().all()                               # N = 1..5
+    table9 = pd.read_csv(smoke / "table_9.csv").set_index("index")
+    assert len(table9) == 5 and table9.ours.drop(4).notna().all()                       # N = 1, 2, 3, 5 run: below, at and above the 3 groups
+    assert table9.note[4] == "not run at smoke scale (CPU budget)"
+    table6 = pd.read_csv(smoke / "table_6.csv")
+    main6 = table6[table6.column.str.startswith("STL-10 to STL-10")].set_index("row")
+    assert main6.ours[["θ_c", "θ_c-3"]].notna().all() and main6.note[["θ_c-1", "θ_c-2"]].eq("not run at smoke scale (CPU budget)").all()
     table10 = pd.read_csv(smoke / "table_10.csv")
     assert table10[table10.column.str.startswith("90")].note.str.contains("not run at smoke").all()
     assert table10[table10.column.str.startswith("15")].ours.notna().all()
@@ -87,11 +92,11 @@ def test_pretraining_cost_table_measures_every_encoder(smoke):
 
 def test_histories_and_cluster_identities(smoke):
     history = pd.read_csv(smoke / "history_cpcfl-simclr_digits-to-digits_seed0.csv")
-    assert history["round"].tolist() == list(range(1, 7))
-    assert history.exploration.tolist() == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]             # T_c = 2 at smoke scale
+    assert history["round"].tolist() == list(range(1, 5))
+    assert history.exploration.tolist() == [1.0, 1.0, 0.0, 0.0]                         # T = 4, T_c = 2 at smoke scale
     for column in ("accuracy_mean", "clustering_failure", "restarts", "cluster_ari", "bytes_down", "bytes_up"): assert column in history
     clients = pd.read_csv(smoke / "runs" / "digits-to-digits" / "cpcfl-simclr-seed0" / "clients.csv")
-    assert set(clients.cluster.dropna().astype(int)) <= {0, 1, 2} and len(clients) == 6 * 6
+    assert set(clients.cluster.dropna().astype(int)) <= {0, 1, 2} and len(clients) == 6 * 4                  # 6 clients, 4 rounds
     failures = pd.read_csv(smoke / "clustering_failure.csv")
     assert {"IFCA (None)", "CP-CFL (SimCLR)"} <= set(failures.method)
     table2 = pd.read_csv(smoke / "table_2.csv")
@@ -99,18 +104,35 @@ def test_histories_and_cluster_identities(smoke):
 
 
 def test_bad_parameters_name_the_valid_ones(tmp_path):
-    with pytest.raises(papermill.PapermillExecutionError, match="unknown scale 'huge'; valid: smoke, quick, paper"):
-        papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "bad.ipynb"), parameters=dict(scale="huge", results_dir=str(tmp_path)),
-                                   kernel_name="python3", progress_bar=False)
+    "The notebook's parameters are checked once, before anything is loaded or written: a bad one names the valid values."
+    from fedlearn_nb.tools.protocols.cpcfl import Protocol
+    for parameters, message in ((dict(scale="huge"), "unknown scale 'huge'; valid: smoke, quick, paper"),
+                                (dict(methods="cpcfl"), "unknown method(s) ['cpcfl']; valid: fedavg, fedavg-simclr"),
+                                (dict(scale="quick", datasets="digits-to-digits"), "dataset(s) (tasks) for scale 'quick'"),
+                                (dict(rounds=0), "rounds must be an integer >= 1"), (dict(seeds="-1"), "non-negative integers"),
+                                (dict(client_workers=-1), "client_workers must be an integer >= 0")):
+        with pytest.raises(ValueError, match=re.escape(message)): Protocol.from_parameters(results_dir=str(tmp_path / "out"), **parameters)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_run_with_none_of_its_data_fails_loudly(tmp_path, monkeypatch):
-    "No data of the scale on disk: a clear error (so `fedlearn-repro` exits non-zero), not empty tables."
+    "No data of the scale on disk: a clear error (so `fedlearn-repro` exits non-zero) before any run, not empty tables."
+    from fedlearn_nb.tools.protocols.cpcfl import Protocol, Study
     empty = tmp_path / "no_data"
     empty.mkdir()
     monkeypatch.setenv("FEDLEARN_DATA_ROOT", str(empty))
-    with pytest.raises(papermill.PapermillExecutionError, match="none of this scale's data is present") as error:
-        papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "none.ipynb"), parameters=dict(scale="quick", results_dir=str(tmp_path / "out")),
-                                   kernel_name="python3", progress_bar=False)
+    with pytest.raises(RuntimeError, match="none of this scale's data is present") as error:
+        Study(Protocol.from_parameters(scale="quick", results_dir=str(tmp_path / "out")))
     assert "skipped (data not available)" in str(error.value)
-    assert not list((tmp_path / "out").glob("table_*.csv"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_notebook_declares_and_shows_its_tables_only():
+    "The notebook holds its parameters, one short cell per table or figure and the prose: no set-up of its own (the protocol holds it)."
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    assert sum(len(source.splitlines()) for source in code) <= 250
+    assert not any(word in source for source in code for word in ("global ", "def ", "class ", "RunConfig", "build_federat", ".append("))
+    for method in ("table_3", "table_4", "table_5", "tables_6_and_A13", "table_7", "table_8", "table_9", "table_10", "trial_tables",
+                   "resnet_tables", "table_E22", "tables_1_and_2", "figure_3", "figure_4", "figure_5", "encoder_choice", "write_metadata"):
+        assert sum(f"study.{method}()" in source for source in code) == 1, method

@@ -1,28 +1,12 @@
 """Every data column of every CP-CFL table, at every scale: the clients the notebook would build, on label arrays of
-the real datasets' sizes (no images). The notebook's cell tagged "setup" (scales, tasks, `client_partition`,
-`federation_setups`) is executed here, so this is the code the notebook runs, not a copy."""
-import json
+the real datasets' sizes (no images). The scales, tasks, `client_partition` and `federation_setups` are the protocol's
+(`fedlearn_nb.tools.protocols.cpcfl`), the code the notebook runs, not a copy."""
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "papers" / "cpcfl.ipynb"
-CELLS = json.loads(NOTEBOOK.read_text())["cells"]
-
-
-def setup_namespace() -> dict:
-    "Execute the notebook's `setup` cell(s) in a fresh namespace."
-    sources = ["".join(c["source"]) for c in CELLS if "setup" in c.get("metadata", {}).get("tags", [])]
-    assert sources, "papers/cpcfl.ipynb lost its cell tagged 'setup'"
-    namespace: dict = {}
-    for source in sources: exec(compile(source, str(NOTEBOOK), "exec"), namespace)
-    return namespace
-
-
-NS = setup_namespace()
+import fedlearn_nb.tools.protocols.cpcfl as protocol
 
 
 def labels_of(counts) -> np.ndarray:
@@ -50,7 +34,7 @@ def digits_labels():
 
 
 def labels_for(task: str, full: bool = False):
-    pre, _, client = NS["TASKS"][task]
+    pre, _, client = protocol.TASKS[task]
     if client == "digits": return digits_labels()
     if client == "cifar10" and full: return FULL_CIFAR10
     return CLIENT_LABELS[client]
@@ -58,12 +42,12 @@ def labels_for(task: str, full: bool = False):
 
 def chosen_task(tasks):
     "The notebook's choice for a column: the first task whose pre-training and client data are both present here."
-    return next((t for t in tasks if {NS["TASKS"][t][0], NS["TASKS"][t][2]} <= AVAILABLE), None)
+    return next((t for t in tasks if {protocol.TASKS[t][0], protocol.TASKS[t][2]} <= AVAILABLE), None)
 
 
 def check_federation(train_labels, test_labels, clients: int, seed: int):
     "Build one federation with the notebook's call and assert the paper's structure (Section 4.1)."
-    partition = NS["client_partition"](train_labels, test_labels, clients, seed)
+    partition = protocol.client_partition(train_labels, test_labels, clients, seed)
     assert len(partition.train) == len(partition.test) == clients
     sizes = np.bincount(partition.groups, minlength=3)
     assert len(sizes) == 3 and sizes.max() - sizes.min() <= 1 and sizes.sum() == clients     # three (equal) groups
@@ -82,8 +66,8 @@ def check_federation(train_labels, test_labels, clients: int, seed: int):
 
 @pytest.mark.parametrize("scale", ["smoke", "quick", "paper"])
 def test_every_column_of_every_table_builds_or_says_why(scale):
-    config = NS["SCALES"][scale]
-    setups = NS["federation_setups"](config)
+    config = protocol.SCALES[scale]
+    setups = protocol.federation_setups(config)
     assert {s["table"] for s in setups} >= {"3", "4", "5", "6", "A.13", "7", "8", "9", "10", "11", "B.14", "12"}
     built, skipped = 0, {}
     seeds = (0, 1, 2) if scale != "paper" else (0, 1, 2, 3, 4)
@@ -93,13 +77,13 @@ def test_every_column_of_every_table_builds_or_says_why(scale):
             skipped[(setup["table"], setup["column"])] = setup["reason"]; continue
         task = chosen_task(setup["tasks"])
         for candidate in setup["tasks"]:                                                  # also the paper's own data, at their real sizes
-            train, test = labels_for(candidate, full=NS["TASKS"][candidate][0] != "cifar10")
+            train, test = labels_for(candidate, full=protocol.TASKS[candidate][0] != "cifar10")
             for seed in (seeds if candidate == task and setup["table"] in ("3", "11") else seeds[:1]):
                 check_federation(train, test, setup["clients"], seed)
                 built += 1
         if task is None: skipped[(setup["table"], setup["column"])] = "skipped (data not available)"
-        elif scale != "smoke" and NS["task_title"](task) != setup["paper_column"]:
-            assert NS["task_title"](task) in ("CIFAR-10 to CIFAR-10", "CIFAR-10 to MNIST", "MNIST to MNIST", "Fashion-MNIST to MNIST")
+        elif scale != "smoke" and protocol.task_title(task) != setup["paper_column"]:
+            assert protocol.task_title(task) in ("CIFAR-10 to CIFAR-10", "CIFAR-10 to MNIST", "MNIST to MNIST", "Fashion-MNIST to MNIST")
     assert built > 0
     if scale == "quick":
         assert skipped[("5", "STL-10 to CIFAR-10")].startswith("skipped: no substitute")
@@ -113,11 +97,11 @@ def test_every_column_of_every_table_builds_or_says_why(scale):
 
 
 def test_quick_main_comparison_is_the_papers_smallest_federation():
-    quick, paper = NS["SCALES"]["quick"], NS["SCALES"]["paper"]
+    quick, paper = protocol.SCALES["quick"], protocol.SCALES["paper"]
     assert quick["num_clients"] == 15 and 15 in paper["client_counts"]                    # Table 10's 15-client setting
     assert (quick["local_epochs"], quick["batch_size"], quick["lr"]) == (paper["local_epochs"], paper["batch_size"], paper["lr"])
     assert quick["exploration_rounds"] / quick["rounds"] == 10 / 40                      # the paper's 15 clients: T = 40, T_c = 10
-    assert NS["SAMPLES_PER_CLASS"] == (20, 20, 5, 5) and paper["num_clients"] == 60 and paper["rounds"] == 100
+    assert protocol.SAMPLES_PER_CLASS == (20, 20, 5, 5) and paper["num_clients"] == 60 and paper["rounds"] == 100
     assert paper["pretrain"] == dict(epochs=300, batch_size=500, max_samples=None) and paper["image_size"] == 96
 
 
@@ -130,7 +114,7 @@ def test_paper_sizes_need_shared_images_and_still_build():
 
 
 def test_client_partition_is_the_builders_draw():
-    "The notebook draws its figures' partition with `client_partition`; the federation builder draws the same clients."
+    "The notebook draws its figure's partition with `client_partition`; the federation builder draws the same clients."
     import torch
     from fedlearn_nb.data import LabelledData
     from fedlearn_nb.federation import build_federation
@@ -138,8 +122,25 @@ def test_client_partition_is_the_builders_draw():
     def indexed(labels):   # image i holds the number i
         return LabelledData(torch.arange(len(labels), dtype=torch.float32).reshape(-1, 1, 1, 1), torch.as_tensor(labels), list("0123456789"))
     for clients, seed in ((6, 0), (15, 3)):
-        partition = NS["client_partition"](train_labels, test_labels, clients, seed)
+        partition = protocol.client_partition(train_labels, test_labels, clients, seed)
         fed = build_federation(indexed(train_labels), "grouped_label_sets", clients, test=indexed(test_labels), seed=seed)
         assert [c.x_train.flatten().long().tolist() for c in fed] == [p.tolist() for p in partition.train]
         assert [c.x_test.flatten().long().tolist() for c in fed] == [p.tolist() for p in partition.test]
         assert [c.domain for c in fed] == [f"group {g}" for g in partition.groups]
+
+def test_every_run_gets_its_clients_from_its_config(tmp_path):
+    "A study's run config describes the clients `client_partition` draws: same groups, same labels in the same order, named after the task."
+    import torch
+    threads = torch.get_num_threads()
+    try: study = protocol.Study(protocol.Protocol.from_parameters("smoke", results_dir=str(tmp_path)))
+    finally: torch.set_num_threads(threads)                                               # a study sets the notebook's threads: not this test's
+    train, test, _ = study.task_data("digits-to-digits")
+    for clients, seed in ((6, 0), (3, 2)):
+        config = study.run_config("digits-to-digits", seed, clients, 2, "example", "ifca", dict(num_clusters=3))
+        federation = study.federation(config)
+        partition = protocol.client_partition(train.y.numpy(), test.y.numpy(), clients, seed)
+        assert federation.name == f"digits-to-digits ({clients} clients)" and config.federation == {"name": federation.name}
+        assert [c.y_train.tolist() for c in federation] == [train.y[p].tolist() for p in partition.train]
+        assert [c.y_test.tolist() for c in federation] == [test.y[p].tolist() for p in partition.test]
+        assert [c.domain for c in federation] == [f"group {g}" for g in partition.groups]
+        assert tuple(federation.clients[0].x_train.shape[1:]) == (3, 8, 8)                  # encoder-ready: RGB at the scale's size
