@@ -17,6 +17,35 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"): os.e
 os.environ.pop("MPLBACKEND", None) if os.environ.get("MPLBACKEND", "").lower() == "agg" else None
 
 
+# ------------------------------------------------------------- CPU seconds per test, independent of the machine's load
+# FEDLEARN_TEST_CPU=<folder>: each test worker writes <folder>/cpu-<pid>.json, test id -> CPU seconds of the test (its
+# process and every child it waited for, plus what a long-lived helper process reports through the `child_cpu` user
+# property). Wall times on a shared machine say how loaded it was; these say what each test costs.
+_CPU = {}
+
+
+def _cpu_now() -> float:
+    import resource
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not os.environ.get("FEDLEARN_TEST_CPU"):
+        yield; return
+    began = _cpu_now()
+    yield
+    _CPU[item.nodeid] = _cpu_now() - began + sum(v for k, v in item.user_properties if k == "child_cpu")
+
+
+def pytest_sessionfinish(session):
+    folder = os.environ.get("FEDLEARN_TEST_CPU")
+    if folder and _CPU:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / f"cpu-{os.getpid()}.json").write_text(json.dumps(_CPU, indent=0))
+
+
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
 

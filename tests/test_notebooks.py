@@ -1,9 +1,10 @@
 "Run every chapter notebook's inline tests (nbdev-test), one pytest test per notebook."
 import json
+import queue
 import re
-import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,16 +17,66 @@ def test_there_are_chapters():
     assert len(NOTEBOOKS) >= 1, "no notebooks found in nbs/"
 
 
+class ChapterRunner:
+    """One long-lived `chapter_server.py` per test worker: the chapters run one after another in it, as `nbdev-test` runs
+    them, and pay torch's and the package's imports once. A chapter that times out or kills the runner fails alone; the
+    next one starts a fresh runner, and so does a runner grown past `MAX_RSS_MB`."""
+    MAX_RSS_MB = 4000
+
+    def __init__(self):
+        self.process = None
+
+    def start(self):
+        self.process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "chapter_server.py")], cwd=ROOT, text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=1)
+        self.replies = queue.Queue()
+        threading.Thread(target=lambda out=self.process.stdout, q=self.replies: [q.put(l) for l in out] + [q.put(None)],
+                         daemon=True).start()
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.kill(); self.process.wait()
+        self.process = None
+
+    def run(self, notebook: Path, timeout: float = 900) -> dict:
+        if self.process is None or self.process.poll() is not None: self.start()
+        self.process.stdin.write(f"{notebook}\n"); self.process.stdin.flush()
+        try: line = self.replies.get(timeout=timeout)
+        except queue.Empty:
+            self.stop()
+            return {"passed": False, "log": f"timed out after {timeout:.0f} s"}
+        if line is None:
+            code = self.process.wait(); self.stop()
+            return {"passed": False, "log": f"the chapter runner died (exit status {code})"}
+        reply = json.loads(line)
+        if reply["rss_mb"] > self.MAX_RSS_MB: self.stop()
+        return reply
+
+
+@pytest.fixture(scope="session")
+def chapter_runner():
+    runner = ChapterRunner()
+    yield runner
+    runner.stop()
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook(notebook: Path):
-    # the nbdev-test script installed beside this interpreter (not whatever is first on PATH); not `python -c`:
-    # a `-c` main is re-run by child processes that nbdev's test runner starts, which runs every notebook twice
-    script = shutil.which("nbdev-test", path=str(Path(sys.executable).parent)) or shutil.which("nbdev-test")
-    command = [script, "--n-workers", "0", str(notebook)]
-    result = subprocess.run(command,
-                            cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0 and "Success." in result.stdout, (
-        f"{notebook.name} failed its inline tests:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}")
+def test_notebook(notebook: Path, chapter_runner, record_property):
+    reply = chapter_runner.run(notebook)
+    record_property("child_cpu", reply.get("cpu_seconds", 0.0))
+    assert reply["passed"], f"{notebook.name} failed its inline tests:\n{reply['log']}"
+
+
+def test_a_failing_chapter_fails_and_the_next_one_still_runs(tmp_path, chapter_runner):
+    "The shared runner reports a chapter's failing assertion with its traceback, and runs the next chapter afresh."
+    failing, passing = tmp_path / "failing.ipynb", tmp_path / "passing.ipynb"
+    cell = lambda source: {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": source}
+    book = lambda *cells: json.dumps({"cells": list(cells), "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    failing.write_text(book(cell("import os\nos.environ['CHAPTER_LEFTOVER'] = '1'"), cell("assert 1 + 1 == 3, 'arithmetic broke'")))
+    passing.write_text(book(cell("import os\nassert 'CHAPTER_LEFTOVER' not in os.environ")))
+    reply = chapter_runner.run(failing)
+    assert not reply["passed"] and "arithmetic broke" in reply["log"]
+    assert chapter_runner.run(passing)["passed"]        # the first chapter's environment variable was put back
 
 
 # Words that point the reader at files and conversations they do not have: the specification notes, the issue
