@@ -1,9 +1,13 @@
-"Execute papers/ccfc.ipynb at smoke scale with papermill and check every result file it promises."
+"Execute papers/ccfc.ipynb at smoke scale with papermill (once) and check every result file it promises; its protocol module directly."
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from fedlearn_nb.tools.protocols import ccfc
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "papers" / "ccfc.ipynb"
@@ -96,31 +100,42 @@ def test_orderings_compare_the_methods_we_ran_with_the_papers(smoke):
 
 
 def test_no_dataset_found_fails_loudly(tmp_path, monkeypatch):
-    "With none of the selected datasets on disk the notebook raises (so the runner exits non-zero) instead of writing empty tables."
-    papermill = pytest.importorskip("papermill")
+    "With none of the selected datasets on disk the protocol raises (so the notebook and the runner fail) before writing any table."
     monkeypatch.setenv("FEDLEARN_DATA_ROOT", str(tmp_path / "empty"))
     monkeypatch.setenv("FEDLEARN_DOWNLOAD", "false")
-    with pytest.raises(papermill.PapermillExecutionError, match="none of the selected datasets"):
-        papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "missing.ipynb"),
-                                   parameters=dict(scale="quick", datasets="cifar10", results_dir=str(tmp_path / "results")),
-                                   kernel_name="python3", language="python", cwd=str(ROOT), progress_bar=False)
+    protocol = ccfc.Protocol.from_parameters(scale="quick", datasets="cifar10", results_dir=str(tmp_path / "results"), device="cpu")
+    with pytest.raises(RuntimeError, match="none of the selected datasets"): ccfc.Reproduction(protocol)
     assert not (tmp_path / "results" / "table_1.csv").exists()
 
 
 def test_a_second_run_resumes_from_the_checkpoints(smoke, tmp_path):
-    "Running again into the same folder reuses every finished run: same scores, much faster."
-    papermill = pytest.importorskip("papermill")
-    before = read(smoke, "scores.csv")
-    papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "again.ipynb"), parameters=dict(scale="smoke", results_dir=str(smoke)),
-                               kernel_name="python3", language="python", cwd=str(ROOT), progress_bar=False)
-    after = read(smoke, "scores.csv")
-    pd.testing.assert_frame_equal(before, after)
+    """Tables 1-2 again, on a copy of the smoke run's folder: every finished run is read back from its checkpoint (none is trained
+    again, no checkpoint is rewritten), with the same scores and the same history files."""
+    shutil.copytree(smoke / "runs", tmp_path / "runs")
+    checkpoints = {path: path.stat().st_mtime_ns for path in (tmp_path / "runs").rglob("checkpoint.pt")}
+    study = ccfc.Reproduction(ccfc.Protocol.from_parameters(scale="smoke", sections="tables_1_2", results_dir=str(tmp_path), device="cpu"))
+    study.tables_1_2()
+    assert len(checkpoints) > 30 and {path: path.stat().st_mtime_ns for path in checkpoints} == checkpoints
+    before, after = read(smoke, "scores.csv"), read(tmp_path, "scores.csv")
+    pd.testing.assert_frame_equal(before.iloc[:len(after)], after)                  # Tables 1-2's runs come first
+    for history in tmp_path.glob("history_*.csv"): assert history.read_bytes() == (smoke / history.name).read_bytes(), history.name
+    for name in ("table_1.csv", "table_2.csv"): assert (tmp_path / name).read_bytes() == (smoke / name).read_bytes(), name
 
 
 def test_bad_parameters_name_the_valid_ones(tmp_path):
-    papermill = pytest.importorskip("papermill")
+    "Each invalid parameter is refused by name, with the valid values, before anything is loaded, written or run."
     for parameters, message in ((dict(scale="huge"), "valid: smoke, quick, paper"), (dict(methods="CCFC,DEC"), "unknown method(s) ['DEC']"),
-                                (dict(sections="table_9"), "unknown section(s) ['table_9']")):
-        with pytest.raises(papermill.PapermillExecutionError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
-            papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "bad.ipynb"), parameters={**parameters, "results_dir": str(tmp_path)},
-                                       kernel_name="python3", language="python", cwd=str(ROOT), progress_bar=False)
+                                (dict(sections="table_9"), "unknown section(s) ['table_9']"), (dict(rounds=0), "rounds must be an integer >= 1"),
+                                (dict(datasets="mnist"), "unknown dataset(s) for scale 'smoke' ['mnist']")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            ccfc.Protocol.from_parameters(**parameters, results_dir=str(tmp_path / "results"))
+    assert not (tmp_path / "results").exists()
+
+
+def test_the_notebook_checks_its_parameters_first(tmp_path):
+    "The notebook stops at its first cell after the parameters, with the protocol's error, and writes nothing."
+    papermill = pytest.importorskip("papermill")
+    with pytest.raises(papermill.PapermillExecutionError, match=re.escape("unknown method(s) ['DEC']")):
+        papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "bad.ipynb"), parameters=dict(methods="CCFC,DEC", results_dir=str(tmp_path / "results")),
+                                   kernel_name="python3", language="python", cwd=str(ROOT), progress_bar=False)
+    assert not (tmp_path / "results").exists()

@@ -1,29 +1,12 @@
 """Every data column of every CCFC table and figure, at every scale: the clients the notebook would build, on label
-arrays of the real datasets' sizes (no images). The notebook's cells tagged "setup" are executed here, so the subset
-and the p-mix partition are the notebook's own code, not a copy."""
-import json
-from pathlib import Path
-
+arrays of the real datasets' sizes (no images). The subset, the p-mix partition and the scales are the protocol module's
+own (`fedlearn_nb.tools.protocols.ccfc`, which the notebook runs), not a copy."""
 import numpy as np
 import pytest
 
 from fedlearn_nb.loop import disconnected_clients
+from fedlearn_nb.tools.protocols import ccfc
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "papers" / "ccfc.ipynb"
-
-
-def setup_namespace() -> dict:
-    "Execute the notebook's `setup` cells (scales, paper settings, subset and partition functions) in a fresh namespace."
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
-    sources = ["".join(c["source"]) for c in cells if "setup" in c.get("metadata", {}).get("tags", [])]
-    assert sources, "papers/ccfc.ipynb lost its cell tagged 'setup'"
-    namespace: dict = {}
-    for source in sources: exec(compile(source, str(NOTEBOOK), "exec"), namespace)
-    return namespace
-
-
-NS = setup_namespace()
 P_VALUES = [0.0, 0.25, 0.5, 0.75, 1.0]
 
 
@@ -55,16 +38,16 @@ def label_sets(scale: str) -> dict:
     "Each dataset of the scale with the label arrays to check: the paper's size and, where ours differ, our files'."
     if scale == "smoke": return {"digits": {"embedded": digits_labels()}}
     return {name: {"paper size": ALL_LABELS[name], **({"our files": OUR_FILES[name]} if name in OUR_FILES else {})}
-            for name in NS["SCALES"][scale]["datasets"]}
+            for name in ccfc.SCALES[scale]["datasets"]}
 
 
 def check_federation(labels: np.ndarray, config: dict, p: float, seed: int) -> list:
-    "The notebook's subset and p-mix split; asserts the paper's client count, sizes, class coverage and disjointness."
-    subset = NS["clustering_subset"](labels, config)
+    "The protocol's subset and p-mix split; asserts the paper's client count, sizes, class coverage and disjointness."
+    subset = ccfc.clustering_subset(labels, config)
     chosen = labels[subset]
     if config["per_class"]: assert np.all(np.bincount(chosen, minlength=10) == config["per_class"])
     else: assert len(subset) == len(labels)
-    parts = NS["client_partition"](chosen, p, seed)
+    parts = ccfc.client_partition(chosen, p, seed)
     assert len(parts) == 10                                              # m = k* = 10 clients, one per class
     every = np.concatenate(parts)
     assert len(np.unique(every)) == len(every) and every.min() >= 0 and every.max() < len(chosen)   # disjoint
@@ -84,19 +67,19 @@ def check_federation(labels: np.ndarray, config: dict, p: float, seed: int) -> l
 
 @pytest.mark.parametrize("scale", ["smoke", "quick", "paper"])
 def test_every_column_of_tables_1_and_2(scale):
-    config, seeds = NS["SCALES"][scale], [0, 1, 2]
+    config, seeds = ccfc.SCALES[scale], [0, 1, 2]
     record, built = {}, set()
     for name, arrays in label_sets(scale).items():
-        for method in NS["METHODS"]:
-            reason = NS["column_skip_reason"](config, name, method)
-            if name in NOT_AVAILABLE and not reason: reason = NS["DATA_NOT_AVAILABLE"]
+        for method in ccfc.METHODS:
+            reason = ccfc.column_skip_reason(config, name, method)
+            if name in NOT_AVAILABLE and not reason: reason = ccfc.DATA_NOT_AVAILABLE
             for p in P_VALUES:
-                if method in NS["CENTRALISED"] and p != 0.0: continue                # KM, FCM: p = 0 rows only
+                if method in ccfc.CENTRALISED and p != 0.0: continue                # KM, FCM: p = 0 rows only
                 if reason: record[(name, method, p)] = reason; continue
                 for size, labels in arrays.items():
                     for seed in seeds:
-                        if method in NS["CENTRALISED"]:                                 # the pooled clustering set
-                            subset = NS["clustering_subset"](labels, config)
+                        if method in ccfc.CENTRALISED:                                 # the pooled clustering set
+                            subset = ccfc.clustering_subset(labels, config)
                             assert set(labels[subset].tolist()) == set(range(10))
                         elif (name, size, p, seed) not in built:                        # k-FED, FFCM, CCFC share it
                             check_federation(labels, config, p, seed); built.add((name, size, p, seed))
@@ -104,9 +87,9 @@ def test_every_column_of_tables_1_and_2(scale):
     names = list(label_sets(scale))
     assert len(record) == len(names) * (2 + 6 * 5)
     for name in names:                                                  # the synthetic-data baselines run, or say why not
-        for method in NS["SYNTHETIC"]:
+        for method in ccfc.SYNTHETIC:
             expected = ("skipped at quick" if scale == "quick" and name in ("cifar10", "stl10")
-                        else NS["DATA_NOT_AVAILABLE"] if name in NOT_AVAILABLE else "runs")
+                        else ccfc.DATA_NOT_AVAILABLE if name in NOT_AVAILABLE else "runs")
             assert all(record[(name, method, p)].startswith(expected) for p in P_VALUES), (name, method)
     if scale == "quick":
         assert record[("mnist", "CCFC", 0.5)] == "runs" and record[("fashion_mnist", "FFCM", 1.0)] == "runs"
@@ -118,7 +101,7 @@ def test_every_column_of_tables_1_and_2(scale):
 
 
 def test_client_sizes_are_the_papers_at_paper_scale_and_500_at_quick():
-    paper, quick = NS["SCALES"]["paper"], NS["SCALES"]["quick"]
+    paper, quick = ccfc.SCALES["paper"], ccfc.SCALES["quick"]
     mnist = check_federation(ALL_LABELS["mnist"], paper, 0.5, 0)
     assert [len(c) for c in mnist] == [7000] * 10 and all(np.sum(c == l) >= 3500 for l, c in enumerate(mnist))
     assert [len(c) for c in check_federation(ALL_LABELS["mnist"], paper, 1.0, 0)] == list(np.add(MNIST_TRAIN, MNIST_TEST))
@@ -126,16 +109,16 @@ def test_client_sizes_are_the_papers_at_paper_scale_and_500_at_quick():
     assert [len(c) for c in check_federation(OUR_FILES["cifar10"], paper, 0.0, 0)] == [2000] * 10
     assert [len(c) for c in check_federation(ALL_LABELS["mnist"], quick, 0.75, 1)] == [500] * 10
     # the quick subset is fixed (drawn once), the partition follows the seed
-    a, b = (NS["clustering_subset"](ALL_LABELS["mnist"], quick) for _ in range(2))
+    a, b = (ccfc.clustering_subset(ALL_LABELS["mnist"], quick) for _ in range(2))
     assert np.array_equal(a, b)
     chosen = ALL_LABELS["mnist"][a]
-    assert not all(np.array_equal(x, y) for x, y in zip(NS["client_partition"](chosen, 0.5, 0), NS["client_partition"](chosen, 0.5, 1)))
+    assert not all(np.array_equal(x, y) for x, y in zip(ccfc.client_partition(chosen, 0.5, 0), ccfc.client_partition(chosen, 0.5, 1)))
 
 
 @pytest.mark.parametrize("scale", ["smoke", "quick", "paper"])
 def test_tables_3_4_and_figures_5_6_7(scale):
     "The secondary experiments' federations: first dataset, their p values; Figure 6's connected clients."
-    config = NS["SCALES"][scale]
+    config = ccfc.SCALES[scale]
     name, arrays = next(iter(label_sets(scale).items()))
     labels = next(iter(arrays.values()))
     clients = check_federation(labels, config, config["table4_p"], 0)             # Table 4 (and Table 3's encoders)
@@ -155,26 +138,39 @@ def test_tables_3_4_and_figures_5_6_7(scale):
 
 
 def test_quick_is_smaller_than_paper_and_paper_keeps_the_papers_settings():
-    quick, paper = NS["SCALES"]["quick"], NS["SCALES"]["paper"]
+    quick, paper = ccfc.SCALES["quick"], ccfc.SCALES["paper"]
     assert paper["ccfc"]["pretrain_rounds"] == 100 and paper["ccfc"]["rounds"] == 130 and paper["per_class"] is None
     assert paper["training"] == dict(optimizer="adam", lr=1e-3, momentum=0.0, batch_size=128, epochs=1)
     assert quick["ccfc"]["rounds"] < paper["ccfc"]["rounds"] and quick["per_class"] * 10 < 70000
-    assert [NS["DATASET_SETUP"][n]["lambda_"] for n in ("mnist", "fashion_mnist", "cifar10", "stl10")] == [0.001, 1.0, 0.1, 0.1]
+    assert [ccfc.DATASET_SETUP[n]["lambda_"] for n in ("mnist", "fashion_mnist", "cifar10", "stl10")] == [0.001, 1.0, 0.1, 0.1]
 
 
 def test_synthetic_baselines_keep_the_authors_gan_at_paper_scale_and_shrink_it_below():
     "SDA-FC / PPFC-GAN: the authors' DCGAN and schedule at paper scale; smaller GANs, fewer steps and a smaller DCN at quick and smoke."
-    paper = NS["synthetic_settings"](NS["SCALES"]["paper"], "mnist")
+    paper = ccfc.synthetic_settings(ccfc.SCALES["paper"], "mnist")
     assert paper["gan"]["gan_width"] == 64 and paper["gan"]["gan_hidden_dim"] == 1024 and paper["gan"]["synthetic_per_client"] is None
     assert (paper["gan"]["lr_generator"], paper["gan"]["lr_discriminator"]) == (1.8e-3, 2e-4) and paper["gan_training"] == dict(epochs=50, batch_size=64)
     assert paper["encoder_hidden_dims"] == [500, 500, 2000] and paper["latent_dim"] == 10
     for scale in ("quick", "smoke"):
-        config = NS["SCALES"][scale]
+        config = ccfc.SCALES[scale]
         for name in config["datasets"]:
-            small = NS["synthetic_settings"](config, name)
+            small = ccfc.synthetic_settings(config, name)
             assert small["gan"]["gan_width"] < 64 and small["gan_training"]["steps"] >= 1 and small["dcn"]["pretrain_epochs"] + small["dcn"]["dcn_epochs"] >= 1
             assert set(small) == {"gan", "gan_training", "encoder_hidden_dims", "latent_dim", "dcn"}
-    runs = NS["runs_synthetic"]                                          # which (seed, p) the baselines run at
-    assert all(runs(NS["SCALES"][scale], seed, [0, 1, 2], p) for scale in ("smoke", "paper") for seed in (0, 1, 2) for p in P_VALUES)
-    quick = NS["SCALES"]["quick"]
+    runs = ccfc.runs_synthetic                                          # which (seed, p) the baselines run at
+    assert all(runs(ccfc.SCALES[scale], seed, [0, 1, 2], p) for scale in ("smoke", "paper") for seed in (0, 1, 2) for p in P_VALUES)
+    quick = ccfc.SCALES["quick"]
     assert [p for p in P_VALUES if runs(quick, 0, [0, 1, 2], p)] == [0.0, 0.5, 1.0] and not runs(quick, 1, [0, 1, 2], 0.0)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0])
+def test_a_runs_federation_is_the_protocols_partition(p, tmp_path):
+    "What run(config) builds from a method's config is the subset and p-mix split checked above, under the federation's name."
+    from fedlearn_nb.experiment import build_federated_data
+    protocol = ccfc.Protocol.from_parameters(results_dir=str(tmp_path), device="cpu")
+    labels = digits_labels()
+    parts = ccfc.client_partition(labels[ccfc.clustering_subset(labels, protocol.config)], p, 1)
+    for method in ("k-FED", "CCFC", "PPFC-GAN"):
+        data = build_federated_data(ccfc.method_config(protocol, method, "digits", p, 1))
+        assert data.name == f"digits-p{p:g}" and data.num_clients == 10
+        assert [sorted(c.y_train.tolist()) for c in data] == [sorted(labels[part].tolist()) for part in parts], method
