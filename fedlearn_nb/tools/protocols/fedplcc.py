@@ -45,7 +45,7 @@ SCALES = {
                   seeds="0", eval_every=1, sweeps=["alpha"],
                   fcclplus=dict(public_data="digits", public_size=64, public_batch_size=32),
                   grids={"alpha": [0.25, 0.5], "tau": [0.07, 0.55], "ratio": [1, 10], "lambda1": [0.1, 1.0]},
-                  datasets={"digits5lite": dict(image_size=32, train_per_class=20, test_per_class=20, rounds=3, lambda1=1.0, fccl_temperature=3.0)}),
+                  datasets={"digits5lite": dict(image_size=32, train_per_class=20, test_per_class=20, rounds=2, lambda1=1.0, fccl_temperature=3.0)}),
     "quick": dict(model="resnet10", local_epochs=1, batch_size=32, optimizer="sgd", lr=0.01, momentum=0.9, weight_decay=1e-5, fedplvm_lambda=100.0,
                   seeds="0,1,2", eval_every=2, sweeps=["alpha", "lambda1"],
                   fcclplus=dict(public_data="cifar10", public_size=512, public_batch_size=128),
