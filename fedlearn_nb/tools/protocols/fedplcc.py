@@ -30,8 +30,8 @@ from ...experiment import RunConfig, build_federated_data
 from ...federation import FederatedData
 from ...history import History
 from ...reporting import plot_accuracy
-from ..papers import (PaperRuns, RunRequest, beside_paper, client_workers_for, file_label, parse_count,
-                                      parse_list, parse_seeds, set_cpu_threads, skip_reason)
+from ..papers import PaperRuns, RunRequest, beside_paper, client_workers_for, file_label, skip_reason
+from ..papers import parse_count, parse_list, parse_seeds, set_cpu_threads
 
 # %% auto #0
 __all__ = ['SCALES', 'PAPER_SCHEDULE', 'STAND_IN', 'DOMAIN_COLUMNS', 'TABLE_OF', 'METHODS', 'ABLATIONS', 'SWEEP_PARAMETER',
