@@ -281,9 +281,9 @@ def load_federations(self: FedPLCCProtocol) -> dict[str, FederatedData | None]:
                 federation = build_federated_data(config, device=self.device)
         except DatasetNotFoundError: federation = None
         present = federation.domains if federation is not None else []
-        self.skipped[dataset] = {DOMAIN_COLUMNS[dataset][name]: missing_reason(dataset, name, config.data_kwargs)
-                                 for name, _, _ in benchmark_info(dataset).domains if name not in present}
-        for column, reason in self.skipped[dataset].items(): print(f"{dataset}/{column}: {reason}")
+        missing = [name for name, _, _ in benchmark_info(dataset).domains if name not in present]
+        self.skipped[dataset] = {DOMAIN_COLUMNS[dataset][name]: missing_reason(dataset, name, config.data_kwargs) for name in missing}
+        for name in missing: print(f"{dataset}/{name}: {self.skipped[dataset][DOMAIN_COLUMNS[dataset][name]]}")
         self.federations[dataset] = federation
         if federation is not None:
             print(f"\n{dataset}: {federation.num_clients} clients, images {federation.image_shape}, "
