@@ -5,6 +5,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from fedlearn_nb.data import DatasetNotFoundError
+from fedlearn_nb.tools.protocols.fedplcc import FedPLCCProtocol
+
 papermill = pytest.importorskip("papermill")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,6 +21,26 @@ def test_parameters_cell_is_tagged():
     tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(tagged) == 1 and 'scale: str = "smoke"' in "".join(tagged[0]["source"])
     assert all(not c.get("outputs") for c in cells if c["cell_type"] == "code"), "commit the paper notebook without outputs"
+
+
+def test_the_notebook_declares_its_tables_and_builds_no_federation():
+    "The notebook reads like the paper: a short cell per table, at most 250 lines of code, every run's clients from its RunConfig."
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    assert sum(len(source.splitlines()) for source in code) <= 250
+    for forbidden in ("from_benchmark", "FederatedData", "load_benchmark", "global ", "DomainBenchmark"):
+        assert not any(forbidden in source for source in code), forbidden
+    for number in (2, 3, 4):
+        assert f"table_{number} = protocol.accuracy_table({number})" in code
+    assert "table_5 = protocol.ablation_table()" in code
+
+
+# Every run folder of the smoke run, by the name its config gives (the digest of the config as first written).
+SMOKE_FOLDERS = {"digits5lite-fcclplus-seed0-210b40e3", "digits5lite-fedavg-seed0-cee047d3", "digits5lite-fedplcc-seed0-0f143124",
+                 "digits5lite-fedplcc-seed0-15421a08", "digits5lite-fedplcc-seed0-8f631f43", "digits5lite-fedplcc-seed0-d17f8249",
+                 "digits5lite-fedplcc-seed0-d3e1d976", "digits5lite-fedplcc-seed0-e35884c7", "digits5lite-fedplcc-seed0-ecec3a11",
+                 "digits5lite-fedplvm-seed0-a8d45843", "digits5lite-fedproto-seed0-44971d9f", "digits5lite-fedprox-seed0-28a87d08",
+                 "digits5lite-fpl-seed0-ab3cd499", "digits5lite-moon-seed0-0c2645c3"}
 
 
 # One xdist group: under `pytest -n 2 --dist loadgroup` this module's tests share a worker, so its module fixtures run once.
@@ -37,7 +60,7 @@ def test_smoke_writes_every_result(smoke):
                  "method_ordering.csv", "metadata.json", "history_FedPLCC_digits5lite_seed0.csv", "history_FedAvg_digits5lite_seed0.csv",
                  "history_FCCL+_digits5lite_seed0.csv"]:
         assert (smoke / name).is_file(), name
-    assert (smoke / "runs").is_dir()
+    assert {p.name for p in (smoke / "runs").iterdir()} == SMOKE_FOLDERS   # 14 runs: 8 methods, 5 more ablation rows, 1 more sweep point
 
 
 def test_smoke_table_2_rows_and_notes(smoke):
@@ -70,9 +93,10 @@ def test_smoke_other_tables(smoke):
 
 
 def test_unknown_scale_is_a_clear_error(tmp_path):
-    with pytest.raises(papermill.PapermillExecutionError, match="scale must be one of smoke, quick, paper"):
-        papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "out.ipynb"), parameters=dict(scale="huge", results_dir=str(tmp_path)),
-                                   kernel_name="python3", cwd=str(ROOT), progress_bar=False)
+    "The notebook's parameters go through FedPLCCProtocol.from_parameters, which refuses a bad one before anything is written."
+    with pytest.raises(ValueError, match="scale must be one of smoke, quick, paper"):
+        FedPLCCProtocol.from_parameters(scale="huge", results_dir=str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
 
 
 def test_smoke_uses_one_seed_and_marks_it(smoke):
@@ -90,9 +114,9 @@ def test_a_run_with_none_of_its_data_fails_loudly(tmp_path, monkeypatch):
     empty = tmp_path / "no_data"
     empty.mkdir()
     monkeypatch.setenv("FEDLEARN_DATA_ROOT", str(empty))
-    with pytest.raises(papermill.PapermillExecutionError) as error:
-        papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "out.ipynb"),
-                                   parameters=dict(scale="quick", datasets="digit5,office10", results_dir=str(tmp_path / "results")),
-                                   kernel_name="python3", cwd=str(ROOT), progress_bar=False)
+    protocol = FedPLCCProtocol.from_parameters(scale="quick", datasets="digit5,office10", results_dir=str(tmp_path / "results"), device="cpu")
+    with pytest.raises(DatasetNotFoundError) as error:
+        protocol.load_federations()   # the notebook's data cell, before any run or table
     assert "none of the selected datasets (digit5, office10) was found" in str(error.value)
+    assert "skipped (data not available): MNIST" in str(error.value)
     assert not list((tmp_path / "results").glob("table_*.csv"))

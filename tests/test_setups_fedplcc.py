@@ -1,30 +1,15 @@
-"""Every data column of every FedPLCC table, at every scale: the clients the notebook would build, on label arrays of
-the real data's sizes (no images). The notebook's cells tagged "setup" are executed here, so this is the code the
-notebook runs (`domain_indices`, `assemble_benchmark`, `table_columns`), not a copy."""
-import json
-from pathlib import Path
-
+"""Every data column of every FedPLCC table, at every scale: the clients the notebook's runs get, on label arrays of
+the real data's sizes (no images), and the run folders they are written to. This is the protocol module the notebook
+runs (`domain_indices`, `data_kwargs`, `run_config`, `table_columns`), not a copy."""
 import numpy as np
 import pytest
 import torch
 
 from fedlearn_nb.data import Domain, LabelledData, stratified_split
+from fedlearn_nb.tools import papers
+from fedlearn_nb.tools.protocols import fedplcc as protocol
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "papers" / "fedplcc.ipynb"
-
-
-def setup_namespace() -> dict:
-    "Execute the notebook's `setup` cells (scales, paper settings, set-up functions) in a fresh namespace."
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
-    sources = ["".join(c["source"]) for c in cells if "setup" in c.get("metadata", {}).get("tags", [])]
-    assert len(sources) == 2, "papers/fedplcc.ipynb lost its cells tagged 'setup'"
-    namespace: dict = {}
-    for source in sources: exec(compile(source, str(NOTEBOOK), "exec"), namespace)
-    return namespace
-
-
-NS = setup_namespace()
+NS = {**vars(protocol), "DATA_NOT_AVAILABLE": papers.DATA_NOT_AVAILABLE}   # the protocol's names, as the tests below read them
 
 
 def labels_of(counts) -> np.ndarray:
@@ -74,7 +59,7 @@ def domain_position(dataset: str, domain: str) -> int:
 
 
 def check_domain(config: dict, dataset: str, domain: str) -> str | None:
-    "Build one domain's client as the notebook does; assert sizes and class coverage; a reason string when it cannot run."
+    "Draw one domain's client as a run's config does; assert sizes and class coverage; a reason string when it cannot run."
     splits = SMOKE if dataset == "digits5lite" else SPLITS
     if domain in NOT_AVAILABLE or domain not in splits: return NS["DATA_NOT_AVAILABLE"]
     settings, position = config["datasets"][dataset], domain_position(dataset, domain)
@@ -142,27 +127,35 @@ def fake_domain(name: str, size: int = 8) -> Domain:
 
 
 def test_domainnet_keeps_its_train_augmentation():
-    "DomainNet's flips and rotations reach the federation the engine trains on; Digit-5 and Office-10 are not augmented."
-    from fedlearn_nb.federation import FederatedData
-    benchmark = NS["assemble_benchmark"]("domainnet10", [fake_domain("clipart"), fake_domain("real")], 8)
-    federation = FederatedData.from_benchmark(benchmark)
-    assert federation.train_augmentation is not None and federation.num_clients == 2
+    "DomainNet's flips and rotations reach the federation the engine builds from a run's config; Digit-5 and Office-10 are not augmented."
+    from fedlearn_nb.data import DomainBenchmark, benchmark_info
+    from fedlearn_nb.federation import build_federation
+    def federation(dataset, domains):   # what build_federated_data makes of load_benchmark's result (load_benchmark attaches the registry's augmentation)
+        info = benchmark_info(dataset)
+        benchmark = DomainBenchmark(info.name, domains, [str(c) for c in range(10)], (3, 8, 8), info.stand_in, info.note,
+                                    info.augmentation() if info.augmentation else None)
+        return build_federation(benchmark, "domains", clients_per_domain=1)
+    augmented = federation("domainnet10", [fake_domain("clipart"), fake_domain("real")])
+    assert augmented.train_augmentation is not None and augmented.num_clients == 2
     torch.manual_seed(0)
     x = torch.rand(3, 8, 8)
-    views = [federation.train_augmentation(x) for _ in range(8)]
+    views = [augmented.train_augmentation(x) for _ in range(8)]
     assert all(v.shape == x.shape for v in views) and any(not torch.allclose(v, x) for v in views)   # images do change
     for dataset, domain in (("digit5", "mnist"), ("office10", "amazon")):
-        plain = FederatedData.from_benchmark(NS["assemble_benchmark"](dataset, [fake_domain(domain)], 8))
-        assert plain.train_augmentation is None
-    assert NS["SCALES"]["paper"]["datasets"]["domainnet10"]["image_size"] == 256   # FedPLVM's DomainNet size
+        assert federation(dataset, [fake_domain(domain)]).train_augmentation is None
+    config = NS["SCALES"]["paper"]
+    assert config["datasets"]["domainnet10"]["image_size"] == 256   # FedPLVM's DomainNet size
+    assert protocol.data_kwargs(config["datasets"]["domainnet10"])["image_size"] == 256   # and the size a run's config loads
 
 
 def test_domain_indices_pick_what_the_library_loader_picks():
-    "The notebook's own loading picks the same images as load_benchmark with the same per-class amounts (USPS, if present)."
+    "`domain_indices` is the draw a run's config makes (load_benchmark with the quick scale's data_kwargs) on USPS, if present."
     from fedlearn_nb.data import DatasetNotFoundError, load_benchmark, load_dataset
     try: labels = {s: load_dataset("usps", split=s).y.numpy() for s in ("train", "test")}
     except DatasetNotFoundError: pytest.skip("USPS is not on this machine")
-    library = load_benchmark("digit5", domains=["usps"], train_per_class=30, test_per_class=30, seed=NS["DATA_SEED"])
+    options = protocol.data_kwargs(NS["SCALES"]["quick"]["datasets"]["digit5"])
+    assert (options["train_per_class"], options["test_per_class"], options["seed"]) == (30, 30, NS["DATA_SEED"])
+    library = load_benchmark("digit5", domains=["usps"], **options)
     position = domain_position("digit5", "usps")
     for split in ("train", "test"):
         ours = labels[split][NS["domain_indices"](labels[split], 30, position, split)]
@@ -187,13 +180,36 @@ def test_fccl_plus_settings_build_at_every_scale(scale):
     from fedlearn_nb.algorithms.fccl import FCCLPlus
     from fedlearn_nb.data import benchmark_info
     config = NS["SCALES"][scale]
-    algorithm, make_kwargs = NS["METHODS"]["FCCL+"]
-    assert algorithm == "fcclplus" and "FCCL+" not in NS["NOT_BUILT"]
-    NS["CONFIG"] = config   # the notebook sets CONFIG to the chosen scale before building any method's arguments
     for dataset, settings in config["datasets"].items():
-        kwargs = make_kwargs(settings)
+        algorithm, kwargs = protocol.method_arguments("FCCL+", config, dataset)
+        assert algorithm == "fcclplus"
         FCCLPlus(**kwargs)                                               # every argument exists and is valid
         sources = {source for _, source, _ in benchmark_info(dataset).domains}
         if dataset != "digits5lite": assert kwargs["public_data"] not in sources, (dataset, kwargs["public_data"])
         assert kwargs["distillation_temperature"] == (3.0 if dataset in ("digit5", "digits5lite") else 1.0)   # the authors' Digits / Office values
     assert config["fcclplus"]["public_data"] == ("digits" if scale == "smoke" else "cifar10")
+
+
+# The run folders of the committed runs: the digest of each config as first written (before the data fields moved into it).
+COMMITTED_FOLDERS = {
+    ("quick", "digit5", "FedAvg", 0): "digit5-fedavg-seed0-e589941e", ("quick", "digit5", "FedPLCC", 1): "digit5-fedplcc-seed1-ff5cf548",
+    ("quick", "digit5", "FCCL+", 0): "digit5-fcclplus-seed0-bf4bbf70", ("quick", "digit5", "FedPLVM", 1): "digit5-fedplvm-seed1-237ba67b",
+    ("quick", "office10", "FedAvg", 1): "office10-fedavg-seed1-02d6ed34", ("quick", "office10", "FedPLCC", 0): "office10-fedplcc-seed0-a3b03885",
+    ("quick", "office10", "FCCL+", 1): "office10-fcclplus-seed1-677f5ebc", ("quick", "domainnet10", "FedPLCC", 0): "domainnet10-fedplcc-seed0-c103895b",
+    ("smoke", "digits5lite", "FedAvg", 0): "digits5lite-fedavg-seed0-cee047d3", ("smoke", "digits5lite", "FedPLCC", 1): "digits5lite-fedplcc-seed1-d3a3cd21",
+    ("smoke", "digits5lite", "FCCL+", 0): "digits5lite-fcclplus-seed0-210b40e3", ("smoke", "digits5lite", "FedPLVM", 1): "digits5lite-fedplvm-seed1-6e6dfc6f",
+}
+
+
+def test_run_folders_keep_the_committed_names(tmp_path):
+    "Each run's config now holds its data (data_kwargs, federation), and its folder keeps the name it was first written under."
+    made = {}
+    for scale in ("smoke", "quick"):
+        execution = protocol.FedPLCCProtocol.from_parameters(scale=scale, results_dir=str(tmp_path / scale), device="cpu")
+        for (at, dataset, label, seed), name in COMMITTED_FOLDERS.items():
+            if at != scale: continue
+            config = execution.run_config(dataset, seed, *protocol.method_arguments(label, execution.config, dataset))
+            made[(at, dataset, label, seed)] = config.name
+            assert config.data_kwargs["train_per_class"] == NS["SCALES"][scale]["datasets"][dataset]["train_per_class"]
+            assert config.federation == {"partition_seed": NS["DATA_SEED"]}   # the same clients for every run seed
+    assert made == COMMITTED_FOLDERS
