@@ -106,13 +106,23 @@ def test_runs_side_by_side_give_the_same_tables(smoke, tmp_path):
     assert protocol.metadata()["config"]["parameters"]["parallel"] == 2
 
 
-@pytest.mark.parametrize("parameters, message", [(dict(scale="huge"), "unknown scale"),
-                                                 (dict(methods="FedAvg,FedFoo"), "unknown method(s) ['FedFoo']")])
-def test_bad_parameters_name_the_valid_ones(tmp_path, parameters, message):
+def test_the_notebook_checks_its_parameters_before_it_writes(tmp_path):
+    "A bad parameter stops the notebook at its protocol cell with the valid names, and nothing is written (one kernel; the cases: below)."
     papermill = pytest.importorskip("papermill")
     with pytest.raises(papermill.PapermillExecutionError, match=r"valid: ") as error:
-        execute(tmp_path, results_dir=str(tmp_path), **parameters)
-    assert message in str(error.value)
+        execute(tmp_path, results_dir=str(tmp_path / "results"), methods="FedAvg,FedFoo")
+    assert "unknown method(s) ['FedFoo']" in str(error.value) and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("parameters, message", [(dict(scale="huge"), "unknown scale"),
+                                                 (dict(methods="FedAvg,FedFoo"), "unknown method(s) ['FedFoo']"),
+                                                 (dict(datasets="digits,mnist"), "unknown dataset(s) for scale 'smoke' ['mnist']")])
+def test_bad_parameters_name_the_valid_ones(tmp_path, parameters, message):
+    "The notebook's parameters go to FedCCLProtocol as they are; it refuses a bad one with the valid ones, before anything is written."
+    from fedlearn_nb.tools.protocols.fedccl import FedCCLProtocol
+    with pytest.raises(ValueError, match=r"valid: ") as error:
+        FedCCLProtocol(results_dir=str(tmp_path / "results"), **parameters)
+    assert message in str(error.value) and not (tmp_path / "results").exists()
 
 
 def test_a_run_with_none_of_its_data_fails_loudly(tmp_path, monkeypatch):
@@ -128,17 +138,17 @@ def test_a_run_with_none_of_its_data_fails_loudly(tmp_path, monkeypatch):
 
 
 def test_backbone_weights_need_the_frozen_backbone_model(tmp_path):
-    papermill = pytest.importorskip("papermill")
+    from fedlearn_nb.tools.protocols.fedccl import FedCCLProtocol
     weights = tmp_path / "backbone.pt"
     weights.write_bytes(b"")
-    with pytest.raises(papermill.PapermillExecutionError, match="backbone_weights is only used with inter_model='frozen_backbone_mlp'"):
-        execute(tmp_path, results_dir=str(tmp_path), backbone_weights=str(weights))
+    with pytest.raises(ValueError, match="backbone_weights is only used with inter_model='frozen_backbone_mlp'"):
+        FedCCLProtocol(results_dir=str(tmp_path), backbone_weights=str(weights))
 
 
 def test_backbone_must_be_one_we_can_build(tmp_path):
-    papermill = pytest.importorskip("papermill")
-    with pytest.raises(papermill.PapermillExecutionError, match="backbone='vgg11' is not a backbone we can build"):
-        execute(tmp_path, results_dir=str(tmp_path), inter_model="frozen_backbone_mlp", backbone="vgg11")
+    from fedlearn_nb.tools.protocols.fedccl import FedCCLProtocol
+    with pytest.raises(ValueError, match="backbone='vgg11' is not a backbone we can build"):
+        FedCCLProtocol(results_dir=str(tmp_path), inter_model="frozen_backbone_mlp", backbone="vgg11")
 
 
 @pytest.mark.slow  # a full smoke execution (about a CPU-minute): pytest --runslow
