@@ -46,14 +46,14 @@ __all__ = ['SCALES', 'INTRA', 'INTER', 'STAND_INS', 'IMBALANCED_ALPHA', 'PAPER_D
 
 # %% ../../../nbs/95a_protocol_fedccl.ipynb #6798ff25
 SCALES = {
-    "smoke": {
+    "smoke": {  # every table, figure and code path at the least cost: 2 rounds, and the quick scale's cuts of the data
         "inter_datasets": ["digits5lite"], "intra_datasets": ["digits"], "seeds": "0",
-        "inter": dict(rounds=3, local_epochs=2, optimizer="adam", lr=3e-3, momentum=0.0, batch_size=32,
-                      samples_per_class=20, test_per_class=None, model="fedccl_cnn5", final_window=1),
-        "intra": dict(rounds=3, num_clients=5, optimizer="sgd", lr=0.05, momentum=0.5, batch_size=32,
-                      train_per_class=None, test_per_class=None, final_window=1),
+        "inter": dict(rounds=2, local_epochs=1, optimizer="adam", lr=3e-3, momentum=0.0, batch_size=32,
+                      samples_per_class=10, test_per_class=None, model="fedccl_cnn5", final_window=1),
+        "intra": dict(rounds=2, num_clients=5, optimizer="sgd", lr=0.05, momentum=0.5, batch_size=32,
+                      train_per_class={"digits": 40}, test_per_class=20, final_window=1),
         "fig6_alphas": [0.05, 0.5], "fig6_methods": ["FedAvg", "FedCCL"], "fig5_alphas": [0.05, 5.0],
-        "attack_train_steps": 1, "pgd_eval_steps": 20, "robust_test_per_class": None,
+        "attack_train_steps": 1, "pgd_eval_steps": 20, "robust_test_per_class": 10,
     },
     "quick": {  # about 15 CPU-minutes per seed at one thread; every cut is listed next to its table
         "inter_datasets": ["digit5", "office10", "domainnet10"], "intra_datasets": ["mnist", "fashion_mnist", "cifar10"], "seeds": "0,1,2",
@@ -80,7 +80,7 @@ INTRA = {
     "mnist": dict(title="MNIST", model="fedccl_cnn4", alpha=0.05, local_epochs=1, epsilon=0.3),
     "fashion_mnist": dict(title="FMNIST", model="fedccl_cnn4", alpha=0.05, local_epochs=1, epsilon=0.1),
     "cifar10": dict(title="CIFAR-10", model="fedccl_cnn5", alpha=0.5, local_epochs=5, epsilon=8 / 255),
-    "digits": dict(title="digits (stand-in)", model="fedccl_cnn4", alpha=0.05, local_epochs=2, epsilon=0.1),
+    "digits": dict(title="digits (stand-in)", model="fedccl_cnn4", alpha=0.05, local_epochs=1, epsilon=0.1),
 }
 INTER = {"digit5": "Digit-5", "office10": "Office-10", "domainnet10": "DomainNet", "digits5lite": "Digit-5"}
 STAND_INS = {"digits5lite": "digit5", "digits": None}  # smoke-scale data and the real benchmark it imitates
