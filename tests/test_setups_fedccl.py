@@ -1,8 +1,7 @@
 """Every data column of every FedCCL table, at every scale: the clients the notebook would build, on label arrays of
-the real data's sizes (no images). The notebook's cells tagged "setup" are executed here, so this is the code the
-notebook runs, not a copy."""
+the real data's sizes (no images). The protocol module (`fedlearn_nb.tools.protocols.fedccl`) is what the notebook
+runs, so this is the notebook's code, not a copy."""
 import json
-import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,22 +10,10 @@ import pytest
 import torch
 
 from fedlearn_nb.data import stratified_split
+import fedlearn_nb.tools.protocols.fedccl as fedccl
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "papers" / "fedccl.ipynb"
-
-
-def setup_namespace() -> dict:
-    "Execute the notebook's `setup` cells (scales, paper settings, partition functions) in a fresh namespace."
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
-    sources = ["".join(c["source"]) for c in cells if "setup" in c.get("metadata", {}).get("tags", [])]
-    assert len(sources) >= 2, "papers/fedccl.ipynb lost its cells tagged 'setup'"
-    namespace: dict = {}
-    for source in sources: exec(compile(source, str(NOTEBOOK), "exec"), namespace)
-    return namespace
-
-
-NS = setup_namespace()
+NS = vars(fedccl)   # the protocol's scales, settings and partition functions, by name
 
 
 def labels_of(counts) -> np.ndarray:
@@ -171,20 +158,12 @@ def test_scales_keep_the_papers_data_amounts_and_seeds():
 
 def test_the_committed_quick_runs_keep_their_folders(tmp_path):
     "Every run of the committed quick results (metadata.json) gets the folder it was written to: re-running resumes them."
-    cells = [c for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
-    namespace: dict = {}
-    for cell in cells:   # the parameters at quick scale, then every cell up to the runs' configs; not the one that loads data
-        source = "".join(cell["source"])
-        if "parameters" in cell.get("metadata", {}).get("tags", []):
-            source = re.sub(r'^scale(: str)? *= *"smoke"', 'scale = "quick"', source, flags=re.M)
-            source = re.sub(r'^results_dir(: "Optional\[str\]")? *= *None', f"results_dir = {str(tmp_path)!r}", source, flags=re.M)
-        if "def load_inter" in source:   # instead of the data: the domains' training labels (the real sizes), no images
-            namespace["load_inter"] = lambda name: ([SimpleNamespace(name=d, train=SimpleNamespace(y=torch.as_tensor(TRAIN_LABELS[d]), classes=list(range(10))))
-                                                     for d in NS["PAPER_DOMAINS"][name] if d in TRAIN_LABELS], {}, None)
-            continue
-        exec(compile(source, str(NOTEBOOK), "exec"), namespace)
-        if "def method_config" in source: break
+    def domains(name):   # instead of the data: the domains' training labels (the real sizes), no images
+        return ([SimpleNamespace(name=d, train=SimpleNamespace(y=torch.as_tensor(TRAIN_LABELS[d]), classes=list(range(10))))
+                 for d in fedccl.PAPER_DOMAINS[name] if d in TRAIN_LABELS], {}, None)
+    protocol = fedccl.FedCCLProtocol(scale="quick", results_dir=str(tmp_path), inter_loader=domains)
     runs = json.loads((ROOT / "papers" / "results" / "fedccl" / "quick" / "metadata.json").read_text())["runs"]
     assert len(runs) == 152
-    folders = {r["folder"]: namespace["method_config"](r["method"], r["dataset"], r["alpha"], r["seed"]).run_name for r in runs}
+    folders = {r["folder"]: protocol.method_config(r["method"], r["dataset"], r["alpha"], r["seed"]).name for r in runs}
     assert {k: v for k, v in folders.items() if k != v} == {}
+    assert not list(tmp_path.iterdir())   # building the configs wrote nothing
