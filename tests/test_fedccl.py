@@ -59,6 +59,19 @@ def test_adversarial_variants_are_fedccl_with_options():
     with pytest.raises(ValueError, match="attack_steps must be >= 1"): fedccl.FedCCLPlus(attack_steps=0)
 
 
+def test_signal_kinds_are_refused_by_one_check_with_one_message():
+    "The two signal functions and FedCCL's options refuse a wrong kind alike: one check, naming the parameter and both kinds."
+    points, labels = torch.zeros(2, 3), torch.zeros(2, dtype=torch.long)
+    refusals = []
+    for attempt in (lambda: fedccl.local_clustered_signals(points, labels, signal="median"),
+                    lambda: fedccl.global_clustered_signals(points, labels, signal="median"),
+                    lambda: fedccl.FedCCL(local_signal="median"), lambda: fedccl.FedCCLPlus(global_signal="median")):
+        with pytest.raises(ValueError) as error: attempt()
+        refusals.append(str(error.value))
+    assert refusals[0] == refusals[1] and refusals[0].startswith("signal must be 'cluster'") and "'average'" in refusals[0]
+    assert refusals[2:] == ["local_signal" + refusals[0][len("signal"):], "global_signal" + refusals[0][len("signal"):]]
+
+
 def mnist_federation(num_train=3000, num_test=1000, seed=0):
     try: train, test = load_dataset("mnist", split="train"), load_dataset("mnist", split="test")
     except DatasetNotFoundError as error: pytest.skip(f"MNIST not found: {str(error).splitlines()[0]}")

@@ -24,6 +24,19 @@ from ..losses import multi_positive_infonce
 __all__ = ['local_clustered_signals', 'global_clustered_signals', 'FedCCL', 'FedCCLPlus', 'FedAvgPlus']
 
 # %% ../../nbs/24_fedccl.ipynb #9ad65d59
+_SIGNALS = ("cluster", "average")  # FedCCL's FINCH cluster means, or the class mean (the ablations of Table 7)
+
+def _check_signal(signal: str, name: str = "signal") -> None:
+    "Refuse a signal kind other than 'cluster' or 'average' (the one check of the functions and of FedCCL's options)."
+    if signal not in _SIGNALS:
+        raise ValueError(f"{name} must be 'cluster' (FedCCL: the means of FINCH's clusters) or 'average' "
+                         f"(the ablation: the plain mean, Eqs. 7 and 12), got {signal!r}")
+
+def _check_labelled(points: torch.Tensor, labels: torch.Tensor, rows: str, what: str) -> None:
+    "Refuse anything but (rows, D) points with (rows,) labels."
+    if points.ndim != 2 or labels.shape != (len(points),):
+        raise ValueError(f"need ({rows}, D) {what} and ({rows},) labels, got {tuple(points.shape)} and {tuple(labels.shape)}")
+
 def _cluster_means(points: torch.Tensor, level: int) -> torch.Tensor:
     "The cluster means of FINCH (cosine) partition `level` of `points` (levels past the hierarchy: the nearest end)."
     result = finch(points, distance="cosine")
@@ -34,9 +47,7 @@ def _cluster_means(points: torch.Tensor, level: int) -> torch.Tensor:
 def local_clustered_signals(features: torch.Tensor, labels: torch.Tensor, signal: str = "cluster",
                             finch_level: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
     "FedCCL Eq. 10: per class, the means of FINCH's clusters of its features (`average`: the class mean, Eq. 7); (L, D), (L,)."
-    if signal not in ("cluster", "average"): raise ValueError(f"signal must be 'cluster' (FedCCL) or 'average' (Eq. 7), got {signal!r}")
-    if features.ndim != 2 or labels.shape != (len(features),):
-        raise ValueError(f"need (N, D) features and (N,) labels, got {tuple(features.shape)} and {tuple(labels.shape)}")
+    _check_signal(signal); _check_labelled(features, labels, "N", "features")
     signals, signal_labels = [features.new_zeros(0, features.shape[1])], [labels.new_zeros(0).long()]
     for label in torch.unique(labels).tolist():
         members = features[labels == label]  # (N_j, D)
@@ -48,17 +59,13 @@ def local_clustered_signals(features: torch.Tensor, labels: torch.Tensor, signal
 def global_clustered_signals(signals: torch.Tensor, signal_labels: torch.Tensor, signal: str = "cluster",
                              finch_level: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
     "FedCCL Eqs. 13-15: per class, the unweighted mean of the FINCH cluster means of its signals (`average`: Eq. 12)."
-    if signal not in ("cluster", "average"): raise ValueError(f"signal must be 'cluster' (FedCCL) or 'average' (Eq. 12), got {signal!r}")
-    if signals.ndim != 2 or signal_labels.shape != (len(signals),):
-        raise ValueError(f"need (K, D) signals and (K,) labels, got {tuple(signals.shape)} and {tuple(signal_labels.shape)}")
+    _check_signal(signal); _check_labelled(signals, signal_labels, "K", "signals")
     classes = torch.unique(signal_labels)  # sorted
     rows = [(_cluster_means(signals[signal_labels == c], finch_level) if signal == "cluster" else signals[signal_labels == c]).mean(0)
             for c in classes.tolist()]
     return (torch.stack(rows) if rows else signals.new_zeros(0, signals.shape[1])), classes.long()
 
 # %% ../../nbs/24_fedccl.ipynb #766b6e86
-_SIGNALS = ("cluster", "average")
-
 @register_algorithm
 class FedCCL(FedAvg):
     "FedCCL: FINCH-clustered local signals and averaged global clustered signals, CE + L_local + L_global; FedAvg models."
@@ -71,8 +78,7 @@ class FedCCL(FedAvg):
                  clip: tuple[float, float] | None = (0.0, 1.0), weighting: str = "samples", bn: str = "average"):
         super().__init__(weighting=weighting, bn=bn)
         if not tau > 0: raise ValueError(f"tau must be positive (the paper uses 0.07), got {tau}")
-        for name, value in (("local_signal", local_signal), ("global_signal", global_signal)):
-            if value not in _SIGNALS: raise ValueError(f"{name} must be one of {_SIGNALS}, got {value!r}")
+        for name, value in (("local_signal", local_signal), ("global_signal", global_signal)): _check_signal(value, name)
         if adversarial:
             if not epsilon >= 0: raise ValueError(f"epsilon must be >= 0, got {epsilon}")
             if attack_steps < 1: raise ValueError(f"attack_steps must be >= 1, got {attack_steps}")
