@@ -7,13 +7,15 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/fedccl.html.md"""
 # %% ../../nbs/24_fedccl.ipynb #b0e06b28
 from __future__ import annotations
 
+import inspect
+from dataclasses import asdict
 from typing import Sequence
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..adversarial import pgd_attack
+from ..adversarial import PGDSettings
 from .fedavg import FedAvg
 from ..clustering import finch
 from ..engine import FitIns, FitRes, extract_features, register_algorithm
@@ -73,19 +75,21 @@ class FedCCL(FedAvg):
     independent_clients = True  # the signals live in the update's context and go up in the FitRes (FedCCL+ and FedAvg+ change only settings): workers may train clients
 
     def __init__(self, tau: float = 0.07, use_local: bool = True, use_global: bool = True, local_signal: str = "cluster",
-                 global_signal: str = "cluster", finch_level: int = -1, adversarial: bool = False, epsilon: float = 0.1,
-                 attack_steps: int = 10, step_size: float | None = None, random_start: bool = True,
-                 clip: tuple[float, float] | None = (0.0, 1.0), weighting: str = "samples", bn: str = "average"):
+                 global_signal: str = "cluster", finch_level: int = -1, adversarial: bool = False, *,
+                 attack: PGDSettings | None = None, weighting: str = "samples", bn: str = "average", **attack_settings):
+        "The PGD budget of `adversarial` training: `attack`, or PGDSettings' fields by name (`epsilon=0.3, attack_steps=10`)."
         super().__init__(weighting=weighting, bn=bn)
         if not tau > 0: raise ValueError(f"tau must be positive (the paper uses 0.07), got {tau}")
         for name, value in (("local_signal", local_signal), ("global_signal", global_signal)): _check_signal(value, name)
-        if adversarial:
-            if not epsilon >= 0: raise ValueError(f"epsilon must be >= 0, got {epsilon}")
-            if attack_steps < 1: raise ValueError(f"attack_steps must be >= 1, got {attack_steps}")
+        own = [n for n, p in inspect.signature(FedCCL).parameters.items() if p.kind is not p.VAR_KEYWORD]
+        self.attack = PGDSettings.of(attack, type(self).__name__, own, **attack_settings)
         self.tau, self.use_local, self.use_global = tau, bool(use_local), bool(use_global)
         self.local_signal, self.global_signal, self.finch_level = local_signal, global_signal, int(finch_level)
-        self.adversarial, self.epsilon, self.attack_steps, self.step_size = bool(adversarial), epsilon, attack_steps, step_size
-        self.random_start, self.clip = random_start, (tuple(clip) if clip is not None else None)
+        self.adversarial = bool(adversarial)
+
+    def hyperparameters(self) -> dict:
+        "FedAvg's and FedCCL's options, then the attack's budget field by field (as its keywords name them)."
+        return {**super().hyperparameters(), **asdict(self.attack)}
 
     @property
     def uses_signals(self) -> bool:
@@ -109,7 +113,7 @@ class FedCCL(FedAvg):
 
     def adversarial_examples(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         "PGD examples of the batch (FedCCL Eq. 20) under this algorithm's budget."
-        return pgd_attack(model, x, y, self.epsilon, self.attack_steps, self.step_size, self.random_start, self.clip)
+        return self.attack.perturb(model, x, y)
 
     def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
         "CE + L_local (Eq. 16) + L_global (Eq. 17), on PGD examples when adversarial (Eq. 24)."
@@ -151,17 +155,16 @@ class FedCCLPlus(FedCCL):
     "FedCCL+ (FedCCL Eq. 24): FedCCL trained on PGD adversarial examples, signals from the clean images."
     name = "fedcclplus"
 
-    def __init__(self, epsilon: float = 0.1, attack_steps: int = 10, step_size: float | None = None, random_start: bool = True,
-                 clip: tuple[float, float] | None = (0.0, 1.0), **kwargs):
-        super().__init__(adversarial=True, epsilon=epsilon, attack_steps=attack_steps, step_size=step_size,
-                         random_start=random_start, clip=clip, **kwargs)
+    def __init__(self, **options):
+        "FedCCL's options, the PGD budget among them (`epsilon=`, `attack_steps=`, ... or `attack=PGDSettings(...)`)."
+        super().__init__(adversarial=True, **options)
 
 @register_algorithm
 class FedAvgPlus(FedCCL):
     "FedAvg+ (FedCCL Eq. 21): FedAvg whose local loss is the cross-entropy of PGD adversarial examples."
     name = "fedavgplus"
 
-    def __init__(self, epsilon: float = 0.1, attack_steps: int = 10, step_size: float | None = None, random_start: bool = True,
-                 clip: tuple[float, float] | None = (0.0, 1.0), weighting: str = "samples", bn: str = "average"):
-        super().__init__(use_local=False, use_global=False, adversarial=True, epsilon=epsilon, attack_steps=attack_steps,
-                         step_size=step_size, random_start=random_start, clip=clip, weighting=weighting, bn=bn)
+    def __init__(self, *, attack: PGDSettings | None = None, weighting: str = "samples", bn: str = "average", **attack_settings):
+        "The PGD budget (`attack`, or its fields by name) and FedAvg's options; no contrast."
+        attack = PGDSettings.of(attack, "FedAvgPlus", ("attack", "weighting", "bn"), **attack_settings)
+        super().__init__(use_local=False, use_global=False, adversarial=True, attack=attack, weighting=weighting, bn=bn)
