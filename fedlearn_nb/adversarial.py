@@ -33,6 +33,7 @@ def _check_attack(epsilon: float, steps: int = 1, step_size: float | None = None
 def _clip(x: torch.Tensor, clip: tuple[float, float] | None) -> torch.Tensor:
     return x if clip is None else x.clamp(clip[0], clip[1])
 
+# %% ../nbs/08_adversarial.ipynb #0daba0a8
 def input_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
                    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = F.cross_entropy) -> torch.Tensor:
     "The gradient of `loss_fn(model(x), y)` with respect to the input `x` only (parameters get no .grad)."
@@ -42,6 +43,7 @@ def input_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
         (gradient,) = torch.autograd.grad(loss, x)
     return gradient
 
+# %% ../nbs/08_adversarial.ipynb #9d71c0fa
 def fgsm_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epsilon: float,
                 clip: tuple[float, float] | None = (0.0, 1.0),
                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = F.cross_entropy) -> torch.Tensor:
@@ -49,6 +51,7 @@ def fgsm_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epsilon: flo
     _check_attack(epsilon)
     return _clip(x.detach() + epsilon * input_gradient(model, x, y, loss_fn).sign(), clip).detach()
 
+# %% ../nbs/08_adversarial.ipynb #87a7fd1d
 def pgd_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epsilon: float, steps: int = 20,
                step_size: float | None = None, random_start: bool = True, clip: tuple[float, float] | None = (0.0, 1.0),
                generator: torch.Generator | None = None,

@@ -86,6 +86,7 @@ def set_parameters(model: nn.Module, parameters: Mapping[str, torch.Tensor]) -> 
     sources = [v.to(device=t.device, dtype=t.dtype) for t, v in zip(targets, parameters.values())]
     with torch.no_grad(): torch._foreach_copy_(targets, sources)
 
+# %% ../nbs/11_engine.ipynb #70636b95
 _MODULE_TRAIN = nn.Module.train
 
 def set_training(model: nn.Module, mode: bool = True) -> nn.Module:
@@ -95,6 +96,7 @@ def set_training(model: nn.Module, mode: bool = True) -> nn.Module:
     for module in modules: module.__dict__["training"] = mode  # what nn.Module.train stores, without a call and __setattr__ per module
     return model
 
+# %% ../nbs/11_engine.ipynb #0d9e0438
 class RunningAverage:
     "The weighted average $\\sum_k w_k \\theta_k / \\sum_k w_k$ of parameter dicts added one at a time, its weights known in advance."
     def __init__(self, weights: Sequence[float]):

@@ -14,6 +14,7 @@ from typing import Sequence
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from fastcore.basics import patch
 
 from ..adversarial import PGDSettings
 from .fedavg import FedAvg
@@ -39,6 +40,7 @@ def _check_labelled(points: torch.Tensor, labels: torch.Tensor, rows: str, what:
     if points.ndim != 2 or labels.shape != (len(points),):
         raise ValueError(f"need ({rows}, D) {what} and ({rows},) labels, got {tuple(points.shape)} and {tuple(labels.shape)}")
 
+# %% ../../nbs/24_fedccl.ipynb #31ec76c5
 def _cluster_means(points: torch.Tensor, level: int) -> torch.Tensor:
     "The cluster means of FINCH (cosine) partition `level` of `points` (levels past the hierarchy: the nearest end)."
     result = finch(points, distance="cosine")
@@ -46,6 +48,7 @@ def _cluster_means(points: torch.Tensor, level: int) -> torch.Tensor:
     level = min(max(level, -levels), levels - 1)
     return result.means(level).to(points)
 
+# %% ../../nbs/24_fedccl.ipynb #05510874
 def local_clustered_signals(features: torch.Tensor, labels: torch.Tensor, signal: str = "cluster",
                             finch_level: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
     "FedCCL Eq. 10: per class, the means of FINCH's clusters of its features (`average`: the class mean, Eq. 7); (L, D), (L,)."
@@ -111,20 +114,6 @@ class FedCCL(FedAvg):
         for kind in ("local", "global"): context.update(self.payload_on_device(ins, [f"{kind}_signals", f"{kind}_signal_labels"]))
         return context
 
-    def adversarial_examples(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        "PGD examples of the batch (FedCCL Eq. 20) under this algorithm's budget."
-        return self.attack.perturb(model, x, y)
-
-    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
-        "CE + L_local (Eq. 16) + L_global (Eq. 17), on PGD examples when adversarial (Eq. 24)."
-        if self.adversarial: x = self.adversarial_examples(model, x, y)
-        features = model.features(x)  # (B, D)
-        loss = F.cross_entropy(model.head(features), y)
-        for kind in ("local", "global"):
-            if context[f"{kind}_signals"] is not None:
-                loss = loss + multi_positive_infonce(features, y, context[f"{kind}_signals"], context[f"{kind}_signal_labels"], self.tau)
-        return loss
-
     def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
         "The shared parameters plus the client's local clustered signals and their labels (clean features, eval mode)."
         result = super().client_payload(client, model, ins, metrics)
@@ -148,6 +137,23 @@ class FedCCL(FedAvg):
         classes = torch.unique(labels)
         metrics.update({"num_local_signals": len(labels), "local_signals_per_class": len(labels) / len(classes)})
         return metrics
+
+# %% ../../nbs/24_fedccl.ipynb #e90a9a4e
+@patch
+def adversarial_examples(self: FedCCL, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    "PGD examples of the batch (FedCCL Eq. 20) under this algorithm's budget."
+    return self.attack.perturb(model, x, y)
+
+@patch
+def loss(self: FedCCL, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
+    "CE + L_local (Eq. 16) + L_global (Eq. 17), on PGD examples when adversarial (Eq. 24)."
+    if self.adversarial: x = self.adversarial_examples(model, x, y)
+    features = model.features(x)  # (B, D)
+    loss = F.cross_entropy(model.head(features), y)
+    for kind in ("local", "global"):
+        if context[f"{kind}_signals"] is not None:
+            loss = loss + multi_positive_infonce(features, y, context[f"{kind}_signals"], context[f"{kind}_signal_labels"], self.tau)
+    return loss
 
 # %% ../../nbs/24_fedccl.ipynb #4550a6d8
 @register_algorithm
