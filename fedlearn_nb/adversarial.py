@@ -8,27 +8,32 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/adversarial.html.md"""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, fields
 from typing import Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .core import check_keywords
+
 # %% auto #0
-__all__ = ['ATTACKS', 'input_gradient', 'fgsm_attack', 'pgd_attack', 'robust_accuracy', 'robustness_report']
+__all__ = ['ATTACKS', 'input_gradient', 'fgsm_attack', 'pgd_attack', 'PGDSettings', 'robust_accuracy', 'robustness_report']
 
 # %% ../nbs/08_adversarial.ipynb #278431db
-def _check_attack(epsilon: float, steps: int = 1, step_size: float | None = None):
+def _check_attack(epsilon: float, steps: int = 1, step_size: float | None = None, steps_name: str = "steps"):
+    "Refuse a budget an attack cannot use, naming the parameter (`steps_name`: how the caller calls the steps)."
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) or epsilon < 0:
         raise ValueError(f"epsilon must be a finite number >= 0 (the l-inf radius, e.g. 0.3 for MNIST), got {epsilon!r}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1 (20 for PGD-20), got {steps!r}")
+        raise ValueError(f"{steps_name} must be an integer >= 1 (20 for PGD-20), got {steps!r}")
     if step_size is not None and not (isinstance(step_size, (int, float)) and step_size > 0):
-        raise ValueError(f"step_size must be positive (or None for 2.5 * epsilon / steps), got {step_size!r}")
+        raise ValueError(f"step_size must be positive (or None for 2.5 * epsilon / {steps_name}), got {step_size!r}")
 
 def _clip(x: torch.Tensor, clip: tuple[float, float] | None) -> torch.Tensor:
     return x if clip is None else x.clamp(clip[0], clip[1])
 
+# %% ../nbs/08_adversarial.ipynb #0daba0a8
 def input_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
                    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = F.cross_entropy) -> torch.Tensor:
     "The gradient of `loss_fn(model(x), y)` with respect to the input `x` only (parameters get no .grad)."
@@ -38,6 +43,7 @@ def input_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
         (gradient,) = torch.autograd.grad(loss, x)
     return gradient
 
+# %% ../nbs/08_adversarial.ipynb #9d71c0fa
 def fgsm_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epsilon: float,
                 clip: tuple[float, float] | None = (0.0, 1.0),
                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = F.cross_entropy) -> torch.Tensor:
@@ -45,6 +51,7 @@ def fgsm_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epsilon: flo
     _check_attack(epsilon)
     return _clip(x.detach() + epsilon * input_gradient(model, x, y, loss_fn).sign(), clip).detach()
 
+# %% ../nbs/08_adversarial.ipynb #87a7fd1d
 def pgd_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epsilon: float, steps: int = 20,
                step_size: float | None = None, random_start: bool = True, clip: tuple[float, float] | None = (0.0, 1.0),
                generator: torch.Generator | None = None,
@@ -62,6 +69,36 @@ def pgd_attack(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epsilon: floa
         adversarial = torch.max(torch.min(adversarial, clean + epsilon), clean - epsilon)  # projection on the ball
         adversarial = _clip(adversarial, clip).detach()
     return adversarial
+
+# %% ../nbs/08_adversarial.ipynb #b0af82d1
+@dataclass(frozen=True)
+class PGDSettings:
+    "The PGD budget of adversarial training (FedCCL Eqs. 20-24): radius, steps, step size, random start, pixel range."
+    epsilon: float = 0.1                            # the l-inf radius
+    attack_steps: int = 10                          # PGD steps per training batch
+    step_size: float | None = None                  # None: 2.5 * epsilon / attack_steps
+    random_start: bool = True                       # start from a uniform point of the ball
+    clip: tuple[float, float] | None = (0.0, 1.0)   # the images' range (None: no clipping, for normalised inputs)
+
+    def __post_init__(self):
+        _check_attack(self.epsilon, self.attack_steps, self.step_size, steps_name="attack_steps")
+        if self.random_start not in (True, False): raise ValueError(f"random_start must be True or False, got {self.random_start!r}")
+        if self.clip is not None:
+            if not (isinstance(self.clip, (tuple, list)) and len(self.clip) == 2 and self.clip[0] < self.clip[1]):
+                raise ValueError(f"clip must be (low, high) with low < high, e.g. (0.0, 1.0), or None for no clipping; got {self.clip!r}")
+            object.__setattr__(self, "clip", tuple(self.clip))
+
+    @classmethod
+    def of(cls, settings: PGDSettings | None = None, what: str = "PGD settings", others: tuple = (), **values) -> PGDSettings:
+        "`settings`, or the settings of `values` (the fields by name); `others`: the caller's own options, named in errors."
+        check_keywords(values, [*others, *(f.name for f in fields(cls))], what)
+        if settings is None: return cls(**values)
+        if values: raise TypeError(f"{what}: give the attack whole (attack=PGDSettings(...)) or field by field ({sorted(values)}), not both")
+        return settings
+
+    def perturb(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        "The PGD examples of the batch `(x, y)` under this budget; same shape as `x`, detached."
+        return pgd_attack(model, x, y, self.epsilon, self.attack_steps, self.step_size, self.random_start, self.clip, generator)
 
 # %% ../nbs/08_adversarial.ipynb #9e0519a0
 ATTACKS = ("clean", "fgsm", "pgd")

@@ -28,7 +28,8 @@ __all__ = ['Parameters', 'CPU_FORWARD_ROWS', 'ALGORITHMS', 'ALGORITHM_ENTRY_POIN
            'EvaluateRes', 'message_bytes', 'get_parameters', 'set_parameters', 'set_training', 'RunningAverage',
            'SummedParameters', 'weighted_average', 'batch_indices', 'LocalTraining', 'forward_in_pieces',
            'evaluate_model', 'extract_features', 'batchnorm_keys', 'Algorithm', 'make_evaluate_res', 'keep_personal',
-           'PersonalModels', 'summarize_evaluation', 'register_algorithm', 'get_algorithm']
+           'PersonalModels', 'summarize_evaluation', 'register_algorithm', 'algorithm_entry_points', 'load_algorithms',
+           'get_algorithm']
 
 # %% ../nbs/11_engine.ipynb #5c37ce6d
 Parameters = dict  # name -> torch.Tensor, like a (partial) state dict
@@ -85,6 +86,7 @@ def set_parameters(model: nn.Module, parameters: Mapping[str, torch.Tensor]) -> 
     sources = [v.to(device=t.device, dtype=t.dtype) for t, v in zip(targets, parameters.values())]
     with torch.no_grad(): torch._foreach_copy_(targets, sources)
 
+# %% ../nbs/11_engine.ipynb #70636b95
 _MODULE_TRAIN = nn.Module.train
 
 def set_training(model: nn.Module, mode: bool = True) -> nn.Module:
@@ -94,6 +96,7 @@ def set_training(model: nn.Module, mode: bool = True) -> nn.Module:
     for module in modules: module.__dict__["training"] = mode  # what nn.Module.train stores, without a call and __setattr__ per module
     return model
 
+# %% ../nbs/11_engine.ipynb #0d9e0438
 class RunningAverage:
     "The weighted average $\\sum_k w_k \\theta_k / \\sum_k w_k$ of parameter dicts added one at a time, its weights known in advance."
     def __init__(self, weights: Sequence[float]):
@@ -544,33 +547,57 @@ def register_algorithm(cls: type) -> type:
     ALGORITHMS[cls.name.lower()] = cls
     return cls
 
-ALGORITHM_ENTRY_POINTS = "fedlearn_nb.algorithms"  # the entry-point group through which packages offer algorithms
+ALGORITHM_ENTRY_POINTS = "fedlearn_nb.algorithm_classes"  # the entry points that declare algorithms: name = "module:Class"
+_PACKAGE_ENTRY_POINTS = "fedlearn_nb.algorithms"  # whole packages: what metadata declared before the group above
 
-def _algorithm_packages() -> list[str]:
-    "The packages offered in the `fedlearn_nb.algorithms` entry-point group: ours and any plug-in's."
+def algorithm_entry_points() -> dict:
+    "The declared algorithms, ours and any plug-in's: registry name -> its entry point (`module:Class`)."
     from importlib.metadata import entry_points
-    found = entry_points(group=ALGORITHM_ENTRY_POINTS)
-    if not found: raise RuntimeError(f"no package offers algorithms (entry-point group {ALGORITHM_ENTRY_POINTS!r}): "
-                                     "install fedlearn_nb with `pip install -e .` so that its metadata is written")
-    return [entry.value for entry in found]
+    return {entry.name.lower(): entry for entry in entry_points(group=ALGORITHM_ENTRY_POINTS)}
 
-def _import_all_algorithms() -> None:
-    "Import every module of every package that offers algorithms."
-    import pkgutil
-    for name in _algorithm_packages():
+# %% ../nbs/11_engine.ipynb #7ccd904c
+_imported_packages: list[str] = []  # the packages of out-of-date metadata whose modules have been imported
+
+def _import_declared_packages() -> None:
+    "Out-of-date metadata declares whole packages, not algorithms: import every module of those packages once, and say so."
+    import pkgutil, warnings
+    from importlib.metadata import entry_points
+    packages = [entry.value for entry in entry_points(group=_PACKAGE_ENTRY_POINTS)]
+    if not packages: raise RuntimeError(f"no package declares algorithms (entry-point group {ALGORITHM_ENTRY_POINTS!r}): "
+                                        "install fedlearn_nb with `pip install -e .` so that its metadata is written")
+    if _imported_packages == packages: return
+    warnings.warn(f"the installed metadata declares no algorithm in {ALGORITHM_ENTRY_POINTS!r} (it predates them): importing every "
+                  f"module of {packages}; refresh it with `pip install -e . --no-deps`", stacklevel=3)
+    for name in packages:
         package = importlib.import_module(name)
-        for info in pkgutil.iter_modules(getattr(package, "__path__", [])): importlib.import_module(f"{package.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(getattr(package, "__path__", [])): importlib.import_module(f"{name}.{info.name}")
+    _imported_packages[:] = packages
+
+def _load_declared(key: str, entry) -> None:
+    "Import the module of `entry` and check that the class it names registered itself as `key`."
+    cls = entry.load()
+    if ALGORITHMS.get(key) is not cls:
+        raise KeyError(f"the entry point {key!r} names {entry.value}, which is not registered as {key!r}: "
+                       f"give it name = {key!r} and decorate it with @register_algorithm, or correct the entry point")
+
+def load_algorithms() -> dict[str, type]:
+    "Import every declared algorithm (each registers itself); the registry."
+    declared = algorithm_entry_points()
+    if not declared: _import_declared_packages()
+    for key, entry in declared.items():
+        if key not in ALGORITHMS: _load_declared(key, entry)
+    return ALGORITHMS
 
 def get_algorithm(name: str) -> type:
-    "The algorithm class registered as `name`, importing its module on first use."
+    "The algorithm class registered as `name`; on first use the module its entry point names is imported, and nothing else."
     key = name.lower()
-    for package in _algorithm_packages() if key not in ALGORITHMS else ():  # first the module named after it
-        module = f"{package}.{key}"
-        try: importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            if error.name not in (module, package): raise
-        if key in ALGORITHMS: break
-    if key not in ALGORITHMS: _import_all_algorithms()  # variants registered in a module of another name (FedCCL+, SCFC)
     if key not in ALGORITHMS:
-        raise KeyError(f"unknown algorithm {name!r}; known: {sorted(ALGORITHMS)} (a new one must be decorated with @register_algorithm)")
+        declared = algorithm_entry_points()
+        if key in declared: _load_declared(key, declared[key])
+        elif not declared: _import_declared_packages()
+    if key not in ALGORITHMS:
+        try: load_algorithms()  # so that the registry lists them all (the runner reads it)
+        except KeyError: pass   # a wrong entry point is reported when its own name is asked for
+        raise KeyError(f"unknown algorithm {name!r}; known: {sorted({*ALGORITHMS, *algorithm_entry_points()})} (a new one is "
+                       f"decorated with @register_algorithm and declared in the entry-point group {ALGORITHM_ENTRY_POINTS!r})")
     return ALGORITHMS[key]

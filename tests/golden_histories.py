@@ -92,9 +92,8 @@ def golden_config(name: str, results_dir: str, **changes):
 
 
 def registered_algorithms() -> list[str]:
-    from fedlearn_nb.engine import ALGORITHMS, _import_all_algorithms
-    _import_all_algorithms()
-    return sorted(ALGORITHMS)
+    from fedlearn_nb.engine import load_algorithms
+    return sorted(load_algorithms())
 
 
 # ---------------------------------------------------------------------------------------------- the first steps

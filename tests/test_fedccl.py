@@ -55,8 +55,50 @@ def test_by_name_on_the_embedded_benchmark(tmp_path, algorithm, kwargs):
 def test_adversarial_variants_are_fedccl_with_options():
     assert get_algorithm("fedcclplus") is fedccl.FedCCLPlus and get_algorithm("fedavgplus") is fedccl.FedAvgPlus
     plus = fedccl.FedAvgPlus(epsilon=0.2)
-    assert (plus.adversarial, plus.use_local, plus.use_global, plus.epsilon) == (True, False, False, 0.2)
-    with pytest.raises(ValueError, match="attack_steps must be >= 1"): fedccl.FedCCLPlus(attack_steps=0)
+    assert (plus.adversarial, plus.use_local, plus.use_global, plus.attack.epsilon) == (True, False, False, 0.2)
+    with pytest.raises(ValueError, match="attack_steps must be an integer >= 1"): fedccl.FedCCLPlus(attack_steps=0)
+
+
+@pytest.mark.parametrize("make", [lambda **budget: fedccl.FedCCL(adversarial=True, **budget), lambda **budget: fedccl.FedCCLPlus(**budget),
+                                  lambda **budget: fedccl.FedAvgPlus(**budget)])
+@pytest.mark.parametrize("budget, message", [({"epsilon": float("inf")}, "epsilon must be a finite number"),
+                                             ({"attack_steps": 2.5}, "attack_steps must be an integer >= 1"),
+                                             ({"step_size": -0.1}, "step_size must be positive"),
+                                             ({"clip": (1.0, 0.0)}, "clip must be \\(low, high\\) with low < high"),
+                                             ({"epsilom": 0.3}, "unknown keyword 'epsilom' \\(did you mean 'epsilon'\\?\\)")])
+def test_a_bad_attack_budget_is_refused_when_the_algorithm_is_made(make, budget, message):
+    "One PGDSettings checks the budget of FedCCL, FedCCL+ and FedAvg+ at construction, not in the first training batch."
+    with pytest.raises((ValueError, TypeError), match=message): make(**budget)
+
+
+def test_the_attack_keywords_keep_run_names_and_fingerprints():
+    "Configs that give the budget by keyword keep their run folders, and the algorithms record the budget field by field as before."
+    from fedlearn_nb.adversarial import PGDSettings
+    config = RunConfig(dataset="mnist", partition="dirichlet", partition_kwargs={"alpha": 0.05}, num_clients=10, algorithm="fedcclplus",
+                       algorithm_kwargs={"epsilon": 0.3, "attack_steps": 10}, rounds=50, seed=1)
+    assert config.run_name == "mnist-fedcclplus-seed1-b0008ee9"
+    assert RunConfig(algorithm="fedavgplus", algorithm_kwargs={"epsilon": 8 / 255, "attack_steps": 3, "clip": None}).run_name == \
+        "digits5lite-fedavgplus-seed0-684b88a8"
+    recorded = {"bn": "average", "weighting": "samples", "tau": 0.07, "use_local": True, "use_global": True, "local_signal": "cluster",
+                "global_signal": "cluster", "finch_level": -1, "adversarial": True, "epsilon": 0.3, "attack_steps": 5, "step_size": None,
+                "random_start": True, "clip": (0.0, 1.0)}
+    assert list(fedccl.FedCCLPlus(epsilon=0.3, attack_steps=5).hyperparameters().items()) == list(recorded.items())
+    assert fedccl.FedCCLPlus(attack=PGDSettings(epsilon=0.3, attack_steps=5)).hyperparameters() == recorded
+    assert fedccl.FedAvgPlus(epsilon=0.1, clip=[0, 1]).hyperparameters() == {
+        **recorded, "use_local": False, "use_global": False, "epsilon": 0.1, "attack_steps": 10, "clip": (0, 1)}
+
+
+def test_signal_kinds_are_refused_by_one_check_with_one_message():
+    "The two signal functions and FedCCL's options refuse a wrong kind alike: one check, naming the parameter and both kinds."
+    points, labels = torch.zeros(2, 3), torch.zeros(2, dtype=torch.long)
+    refusals = []
+    for attempt in (lambda: fedccl.local_clustered_signals(points, labels, signal="median"),
+                    lambda: fedccl.global_clustered_signals(points, labels, signal="median"),
+                    lambda: fedccl.FedCCL(local_signal="median"), lambda: fedccl.FedCCLPlus(global_signal="median")):
+        with pytest.raises(ValueError) as error: attempt()
+        refusals.append(str(error.value))
+    assert refusals[0] == refusals[1] and refusals[0].startswith("signal must be 'cluster'") and "'average'" in refusals[0]
+    assert refusals[2:] == ["local_signal" + refusals[0][len("signal"):], "global_signal" + refusals[0][len("signal"):]]
 
 
 def mnist_federation(num_train=3000, num_test=1000, seed=0):

@@ -62,3 +62,16 @@ def test_every_phase_of_local_training_sees_the_train_time_augmentation(name, op
     extra = 16 if name == "perfedavg" else 0    # 40 examples a client: batches of 16, 16, 8, and the first again to make a pair
     assert len(seen) == 4 * (passes * 40 + extra)
     assert all(shape == (1, 2, 4) for shape in seen)
+
+
+def test_fedper_and_lgfedavg_are_one_mechanism_with_the_other_part_shared():
+    "LG-FedAvg is FedPer naming the head as its shared part: on the same model their shared keys split it in two."
+    from toys import TinyNet
+    from fedlearn_nb.algorithms.fedper import FedPer
+    from fedlearn_nb.algorithms.lgfedavg import LGFedAvg
+    assert issubclass(LGFedAvg, FedPer) and (FedPer.shared_part, LGFedAvg.shared_part) == ("features", "head")
+    names = list(TinyNet().state_dict())
+    shared = {cls: [n for n in names if cls().is_shared(n)] for cls in (FedPer, LGFedAvg)}
+    assert shared[FedPer] == ["features.1.weight", "features.1.bias"] and shared[LGFedAvg] == ["head.weight", "head.bias"]
+    assert sorted(shared[FedPer] + shared[LGFedAvg]) == sorted(names)
+    assert LGFedAvg().protocol == "personalised"

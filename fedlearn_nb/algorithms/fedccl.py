@@ -7,13 +7,16 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/fedccl.html.md"""
 # %% ../../nbs/24_fedccl.ipynb #b0e06b28
 from __future__ import annotations
 
+import inspect
+from dataclasses import asdict
 from typing import Sequence
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from fastcore.basics import patch
 
-from ..adversarial import pgd_attack
+from ..adversarial import PGDSettings
 from .fedavg import FedAvg
 from ..clustering import finch
 from ..engine import FitIns, FitRes, extract_features, register_algorithm
@@ -24,6 +27,20 @@ from ..losses import multi_positive_infonce
 __all__ = ['local_clustered_signals', 'global_clustered_signals', 'FedCCL', 'FedCCLPlus', 'FedAvgPlus']
 
 # %% ../../nbs/24_fedccl.ipynb #9ad65d59
+_SIGNALS = ("cluster", "average")  # FedCCL's FINCH cluster means, or the class mean (the ablations of Table 7)
+
+def _check_signal(signal: str, name: str = "signal") -> None:
+    "Refuse a signal kind other than 'cluster' or 'average' (the one check of the functions and of FedCCL's options)."
+    if signal not in _SIGNALS:
+        raise ValueError(f"{name} must be 'cluster' (FedCCL: the means of FINCH's clusters) or 'average' "
+                         f"(the ablation: the plain mean, Eqs. 7 and 12), got {signal!r}")
+
+def _check_labelled(points: torch.Tensor, labels: torch.Tensor, rows: str, what: str) -> None:
+    "Refuse anything but (rows, D) points with (rows,) labels."
+    if points.ndim != 2 or labels.shape != (len(points),):
+        raise ValueError(f"need ({rows}, D) {what} and ({rows},) labels, got {tuple(points.shape)} and {tuple(labels.shape)}")
+
+# %% ../../nbs/24_fedccl.ipynb #31ec76c5
 def _cluster_means(points: torch.Tensor, level: int) -> torch.Tensor:
     "The cluster means of FINCH (cosine) partition `level` of `points` (levels past the hierarchy: the nearest end)."
     result = finch(points, distance="cosine")
@@ -31,12 +48,11 @@ def _cluster_means(points: torch.Tensor, level: int) -> torch.Tensor:
     level = min(max(level, -levels), levels - 1)
     return result.means(level).to(points)
 
+# %% ../../nbs/24_fedccl.ipynb #05510874
 def local_clustered_signals(features: torch.Tensor, labels: torch.Tensor, signal: str = "cluster",
                             finch_level: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
     "FedCCL Eq. 10: per class, the means of FINCH's clusters of its features (`average`: the class mean, Eq. 7); (L, D), (L,)."
-    if signal not in ("cluster", "average"): raise ValueError(f"signal must be 'cluster' (FedCCL) or 'average' (Eq. 7), got {signal!r}")
-    if features.ndim != 2 or labels.shape != (len(features),):
-        raise ValueError(f"need (N, D) features and (N,) labels, got {tuple(features.shape)} and {tuple(labels.shape)}")
+    _check_signal(signal); _check_labelled(features, labels, "N", "features")
     signals, signal_labels = [features.new_zeros(0, features.shape[1])], [labels.new_zeros(0).long()]
     for label in torch.unique(labels).tolist():
         members = features[labels == label]  # (N_j, D)
@@ -48,17 +64,13 @@ def local_clustered_signals(features: torch.Tensor, labels: torch.Tensor, signal
 def global_clustered_signals(signals: torch.Tensor, signal_labels: torch.Tensor, signal: str = "cluster",
                              finch_level: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
     "FedCCL Eqs. 13-15: per class, the unweighted mean of the FINCH cluster means of its signals (`average`: Eq. 12)."
-    if signal not in ("cluster", "average"): raise ValueError(f"signal must be 'cluster' (FedCCL) or 'average' (Eq. 12), got {signal!r}")
-    if signals.ndim != 2 or signal_labels.shape != (len(signals),):
-        raise ValueError(f"need (K, D) signals and (K,) labels, got {tuple(signals.shape)} and {tuple(signal_labels.shape)}")
+    _check_signal(signal); _check_labelled(signals, signal_labels, "K", "signals")
     classes = torch.unique(signal_labels)  # sorted
     rows = [(_cluster_means(signals[signal_labels == c], finch_level) if signal == "cluster" else signals[signal_labels == c]).mean(0)
             for c in classes.tolist()]
     return (torch.stack(rows) if rows else signals.new_zeros(0, signals.shape[1])), classes.long()
 
 # %% ../../nbs/24_fedccl.ipynb #766b6e86
-_SIGNALS = ("cluster", "average")
-
 @register_algorithm
 class FedCCL(FedAvg):
     "FedCCL: FINCH-clustered local signals and averaged global clustered signals, CE + L_local + L_global; FedAvg models."
@@ -66,20 +78,21 @@ class FedCCL(FedAvg):
     independent_clients = True  # the signals live in the update's context and go up in the FitRes (FedCCL+ and FedAvg+ change only settings): workers may train clients
 
     def __init__(self, tau: float = 0.07, use_local: bool = True, use_global: bool = True, local_signal: str = "cluster",
-                 global_signal: str = "cluster", finch_level: int = -1, adversarial: bool = False, epsilon: float = 0.1,
-                 attack_steps: int = 10, step_size: float | None = None, random_start: bool = True,
-                 clip: tuple[float, float] | None = (0.0, 1.0), weighting: str = "samples", bn: str = "average"):
+                 global_signal: str = "cluster", finch_level: int = -1, adversarial: bool = False, *,
+                 attack: PGDSettings | None = None, weighting: str = "samples", bn: str = "average", **attack_settings):
+        "The PGD budget of `adversarial` training: `attack`, or PGDSettings' fields by name (`epsilon=0.3, attack_steps=10`)."
         super().__init__(weighting=weighting, bn=bn)
         if not tau > 0: raise ValueError(f"tau must be positive (the paper uses 0.07), got {tau}")
-        for name, value in (("local_signal", local_signal), ("global_signal", global_signal)):
-            if value not in _SIGNALS: raise ValueError(f"{name} must be one of {_SIGNALS}, got {value!r}")
-        if adversarial:
-            if not epsilon >= 0: raise ValueError(f"epsilon must be >= 0, got {epsilon}")
-            if attack_steps < 1: raise ValueError(f"attack_steps must be >= 1, got {attack_steps}")
+        for name, value in (("local_signal", local_signal), ("global_signal", global_signal)): _check_signal(value, name)
+        own = [n for n, p in inspect.signature(FedCCL).parameters.items() if p.kind is not p.VAR_KEYWORD]
+        self.attack = PGDSettings.of(attack, type(self).__name__, own, **attack_settings)
         self.tau, self.use_local, self.use_global = tau, bool(use_local), bool(use_global)
         self.local_signal, self.global_signal, self.finch_level = local_signal, global_signal, int(finch_level)
-        self.adversarial, self.epsilon, self.attack_steps, self.step_size = bool(adversarial), epsilon, attack_steps, step_size
-        self.random_start, self.clip = random_start, (tuple(clip) if clip is not None else None)
+        self.adversarial = bool(adversarial)
+
+    def hyperparameters(self) -> dict:
+        "FedAvg's and FedCCL's options, then the attack's budget field by field (as its keywords name them)."
+        return {**super().hyperparameters(), **asdict(self.attack)}
 
     @property
     def uses_signals(self) -> bool:
@@ -100,20 +113,6 @@ class FedCCL(FedAvg):
         context = super().begin_local(client, model, ins)
         for kind in ("local", "global"): context.update(self.payload_on_device(ins, [f"{kind}_signals", f"{kind}_signal_labels"]))
         return context
-
-    def adversarial_examples(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        "PGD examples of the batch (FedCCL Eq. 20) under this algorithm's budget."
-        return pgd_attack(model, x, y, self.epsilon, self.attack_steps, self.step_size, self.random_start, self.clip)
-
-    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
-        "CE + L_local (Eq. 16) + L_global (Eq. 17), on PGD examples when adversarial (Eq. 24)."
-        if self.adversarial: x = self.adversarial_examples(model, x, y)
-        features = model.features(x)  # (B, D)
-        loss = F.cross_entropy(model.head(features), y)
-        for kind in ("local", "global"):
-            if context[f"{kind}_signals"] is not None:
-                loss = loss + multi_positive_infonce(features, y, context[f"{kind}_signals"], context[f"{kind}_signal_labels"], self.tau)
-        return loss
 
     def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
         "The shared parameters plus the client's local clustered signals and their labels (clean features, eval mode)."
@@ -139,23 +138,39 @@ class FedCCL(FedAvg):
         metrics.update({"num_local_signals": len(labels), "local_signals_per_class": len(labels) / len(classes)})
         return metrics
 
+# %% ../../nbs/24_fedccl.ipynb #e90a9a4e
+@patch
+def adversarial_examples(self: FedCCL, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    "PGD examples of the batch (FedCCL Eq. 20) under this algorithm's budget."
+    return self.attack.perturb(model, x, y)
+
+@patch
+def loss(self: FedCCL, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
+    "CE + L_local (Eq. 16) + L_global (Eq. 17), on PGD examples when adversarial (Eq. 24)."
+    if self.adversarial: x = self.adversarial_examples(model, x, y)
+    features = model.features(x)  # (B, D)
+    loss = F.cross_entropy(model.head(features), y)
+    for kind in ("local", "global"):
+        if context[f"{kind}_signals"] is not None:
+            loss = loss + multi_positive_infonce(features, y, context[f"{kind}_signals"], context[f"{kind}_signal_labels"], self.tau)
+    return loss
+
 # %% ../../nbs/24_fedccl.ipynb #4550a6d8
 @register_algorithm
 class FedCCLPlus(FedCCL):
     "FedCCL+ (FedCCL Eq. 24): FedCCL trained on PGD adversarial examples, signals from the clean images."
     name = "fedcclplus"
 
-    def __init__(self, epsilon: float = 0.1, attack_steps: int = 10, step_size: float | None = None, random_start: bool = True,
-                 clip: tuple[float, float] | None = (0.0, 1.0), **kwargs):
-        super().__init__(adversarial=True, epsilon=epsilon, attack_steps=attack_steps, step_size=step_size,
-                         random_start=random_start, clip=clip, **kwargs)
+    def __init__(self, **options):
+        "FedCCL's options, the PGD budget among them (`epsilon=`, `attack_steps=`, ... or `attack=PGDSettings(...)`)."
+        super().__init__(adversarial=True, **options)
 
 @register_algorithm
 class FedAvgPlus(FedCCL):
     "FedAvg+ (FedCCL Eq. 21): FedAvg whose local loss is the cross-entropy of PGD adversarial examples."
     name = "fedavgplus"
 
-    def __init__(self, epsilon: float = 0.1, attack_steps: int = 10, step_size: float | None = None, random_start: bool = True,
-                 clip: tuple[float, float] | None = (0.0, 1.0), weighting: str = "samples", bn: str = "average"):
-        super().__init__(use_local=False, use_global=False, adversarial=True, epsilon=epsilon, attack_steps=attack_steps,
-                         step_size=step_size, random_start=random_start, clip=clip, weighting=weighting, bn=bn)
+    def __init__(self, *, attack: PGDSettings | None = None, weighting: str = "samples", bn: str = "average", **attack_settings):
+        "The PGD budget (`attack`, or its fields by name) and FedAvg's options; no contrast."
+        attack = PGDSettings.of(attack, "FedAvgPlus", ("attack", "weighting", "bn"), **attack_settings)
+        super().__init__(use_local=False, use_global=False, adversarial=True, attack=attack, weighting=weighting, bn=bn)

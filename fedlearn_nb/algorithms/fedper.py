@@ -9,17 +9,20 @@ from __future__ import annotations
 
 from ..engine import register_algorithm
 from .fedavg import FedAvg
-from ..models import is_feature_key
+from ..models import is_feature_key, is_head_key
+
+_PARTS = {"features": is_feature_key, "head": is_head_key}  # a model part: which parameter names belong to it
 
 @register_algorithm
 class FedPer(FedAvg):
     "FedPer: FedAvg over the representation layers (base); each client keeps its head (personalisation layers)."
     name = "fedper"
     protocol = "personalised"
+    shared_part = "features"  # the federated part: the representation (FedPer); LG-FedAvg federates the head
 
     def is_shared(self, name: str) -> bool:
-        "Only the representation layers (`features.`) are sent and averaged."
-        return is_feature_key(name) and super().is_shared(name)
+        "Only the shared part's parameters (here `features.`) are sent and averaged."
+        return _PARTS[self.shared_part](name) and super().is_shared(name)
 
 # %% auto #0
 __all__ = ['FedPer']

@@ -8,18 +8,13 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/lgfedavg.html.md"""
 from __future__ import annotations
 
 from ..engine import register_algorithm
-from .fedavg import FedAvg
-from ..models import is_head_key
+from .fedper import FedPer
 
 @register_algorithm
-class LGFedAvg(FedAvg):
+class LGFedAvg(FedPer):
     "LG-FedAvg: local representation layers on each client, a global head averaged by FedAvg."
     name = "lgfedavg"
-    protocol = "personalised"
-
-    def is_shared(self, name: str) -> bool:
-        "Only the head (`head.`) is sent and averaged."
-        return is_head_key(name) and super().is_shared(name)
+    shared_part = "head"  # FedPer's split turned round: the head is federated, the representation stays
 
 # %% auto #0
 __all__ = ['LGFedAvg']
