@@ -1,6 +1,6 @@
-"""Every dataset the five papers use behind one registry and one `load_dataset` call, the multi-domain
-benchmarks (Digit-5, Office-10, DomainNet-10) as first-class objects, and an embedded, download-free
-stand-in built from scikit-learn's digits that is the default everywhere.
+"""Every dataset the five papers use behind one registry and one `load_dataset` call, and the multi-domain
+benchmarks (Digit-5, Office-10, DomainNet-10) as first-class objects; the embedded, download-free stand-ins
+built from scikit-learn's digits are the default everywhere.
 
 Docs: https://fedlearn-nb.github.io/fedlearn_nb/data.html.md"""
 
@@ -9,16 +9,7 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/data.html.md"""
 # %% ../nbs/01_data.ipynb #3d9e1a79
 from __future__ import annotations
 
-import bz2
-import functools
-import gzip
-import hashlib
-import pickle
-import struct
-import textwrap
 import warnings
-import zlib
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
@@ -27,16 +18,32 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .core import Settings, load_settings, rng, torch_generator
+from .core import load_settings, rng
+from .readers import (
+    DOMAINNET_URL, DataSource, DatasetCorruptError, DatasetInfo, DatasetNotFoundError, RawSplit, download_domainnet,
+    download_torchvision_archive, download_torchvision_file, download_torchvision_mnist, read_cifar10, read_cifar100,
+    read_domainnet10, read_emnist, read_fashion_mnist, read_mnist, read_mnist_m, read_office_caltech10, read_stl10, read_svhn,
+    read_synth_digits, read_usps, resize_images, subsample_per_class, to_rgb)
+# re-exported, so that `from fedlearn_nb.data import read_idx` (and the readers' other names) keeps working:
+from .readers import (
+    checksum_matches, file_checksum, read_cifar_batch, read_cifar_meta, read_idx, read_image_files, read_npz_images,
+    read_split_list, read_stl10_binary, read_svhn_mat, read_usps_h5, read_usps_libsvm, stratified_split, write_idx)
+from .standins import DIGITS5LITE_DOMAINS, STAND_IN_NOTE, make_digits5lite_split, make_digits_split
+from .standins import make_digits5lite  # re-exported
+_all_ = ["checksum_matches", "file_checksum", "read_cifar_batch", "read_cifar_meta", "read_idx", "read_image_files", "read_npz_images",
+         "read_split_list", "read_stl10_binary", "read_svhn_mat", "read_usps_h5", "read_usps_libsvm", "stratified_split", "write_idx",
+         "DatasetCorruptError", "DatasetNotFoundError", "DatasetInfo", "DataSource", "RawSplit", "resize_images", "subsample_per_class",
+         "to_rgb", "DIGITS5LITE_DOMAINS", "STAND_IN_NOTE", "make_digits5lite"]
+
 
 # %% auto #0
-__all__ = ['DATASETS', 'DIGITS5LITE_DOMAINS', 'STAND_IN_NOTE', 'BENCHMARKS', 'LabelledData', 'DatasetNotFoundError',
-           'DatasetCorruptError', 'UnknownDatasetError', 'file_checksum', 'checksum_matches', 'read_idx', 'write_idx',
-           'read_cifar_batch', 'read_cifar_meta', 'read_stl10_binary', 'read_svhn_mat', 'read_usps_libsvm',
-           'read_usps_h5', 'read_npz_images', 'read_image_files', 'read_split_list', 'stratified_split',
-           'subsample_per_class', 'resize_images', 'to_rgb', 'DatasetInfo', 'register_dataset', 'dataset_info',
-           'DataSource', 'RawSplit', 'load_dataset', 'make_digits5lite', 'ridge_accuracy_matrix', 'Domain',
-           'DomainBenchmark', 'BenchmarkInfo', 'benchmark_info', 'load_benchmark', 'plot_samples', 'dataset_table']
+__all__ = ['DATASETS', 'BENCHMARKS', 'LabelledData', 'UnknownDatasetError', 'register_dataset', 'dataset_info', 'load_dataset',
+           'ridge_accuracy_matrix', 'Domain', 'DomainBenchmark', 'BenchmarkInfo', 'benchmark_info', 'load_benchmark',
+           'plot_samples', 'dataset_table', 'checksum_matches', 'file_checksum', 'read_cifar_batch', 'read_cifar_meta',
+           'read_idx', 'read_image_files', 'read_npz_images', 'read_split_list', 'read_stl10_binary', 'read_svhn_mat',
+           'read_usps_h5', 'read_usps_libsvm', 'stratified_split', 'write_idx', 'DatasetCorruptError',
+           'DatasetNotFoundError', 'DatasetInfo', 'DataSource', 'RawSplit', 'resize_images', 'subsample_per_class',
+           'to_rgb', 'DIGITS5LITE_DOMAINS', 'STAND_IN_NOTE', 'make_digits5lite']
 
 # %% ../nbs/01_data.ipynb #c5898747
 @dataclass(repr=False)
@@ -90,232 +97,11 @@ class LabelledData:
         return np.bincount(labels, minlength=self.num_classes)
 
 # %% ../nbs/01_data.ipynb #30b7400a
-class DatasetNotFoundError(FileNotFoundError):
-    "A dataset file is missing; the message names it, where it was looked for, its source and how to get it."
-
-class DatasetCorruptError(ValueError):
-    "A dataset file exists but is corrupt or not the published one; the message names it and says what to do."
-
 class UnknownDatasetError(ValueError):
     "A dataset or benchmark name that is not registered; the message lists the known names."
 
-# %% ../nbs/01_data.ipynb #308b07f1
-_DIGEST_CACHE: dict[tuple, str] = {}
-
-def file_checksum(path: str | Path, algorithm: str = "sha256", decompress: bool = False) -> str:
-    "Hex digest of a file (of its gunzipped content with `decompress`), cached per path, size and mtime."
-    path = Path(path)
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, algorithm, decompress)
-    if key not in _DIGEST_CACHE:
-        digest = hashlib.new(algorithm)
-        with (gzip.open(path, "rb") if decompress else open(path, "rb")) as stream:
-            for block in iter(lambda: stream.read(1 << 20), b""): digest.update(block)
-        _DIGEST_CACHE[key] = digest.hexdigest()
-    return _DIGEST_CACHE[key]
-
-def checksum_matches(path: str | Path, accepted: Iterable[str], decompress: bool = False) -> bool:
-    "Whether the file's digest is one of `accepted` ('md5:<hex>' or 'sha256:<hex>' strings)."
-    for entry in accepted:
-        algorithm, _, expected = entry.partition(":")
-        if file_checksum(path, algorithm, decompress) == expected.strip().lower(): return True
-    return False
-
-# %% ../nbs/01_data.ipynb #86a93a23
-_IDX_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
-
-def _maybe_gunzip(raw: bytes) -> bytes:
-    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-
-def read_idx(path: str | Path) -> np.ndarray:
-    "Read an IDX file (MNIST's format), gzip-compressed or not, into a numpy array."
-    raw = _maybe_gunzip(Path(path).read_bytes())
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_TYPES:
-        raise ValueError("not an IDX file (bad magic number)")
-    ndim = raw[3]
-    shape = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
-    dtype = np.dtype(_IDX_TYPES[raw[2]])
-    expected = int(np.prod(shape)) * dtype.itemsize
-    if len(raw) - 4 - 4 * ndim != expected:
-        raise ValueError(f"the header announces shape {shape} ({expected} bytes of data) but the file holds "
-                         f"{len(raw) - 4 - 4 * ndim}: truncated or not this file")
-    return np.frombuffer(raw, dtype=dtype, offset=4 + 4 * ndim).reshape(shape).astype(dtype.newbyteorder("="))
-
-def write_idx(path: str | Path, array: np.ndarray) -> Path:
-    "Write a uint8 array as an IDX file (gzip-compressed when the name ends in .gz); used to make test files."
-    array = np.ascontiguousarray(array, dtype=np.uint8)
-    raw = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape) + array.tobytes()
-    Path(path).write_bytes(gzip.compress(raw) if str(path).endswith(".gz") else raw)
-    return Path(path)
-
-# %% ../nbs/01_data.ipynb #6d37d417
-def _text_keys(mapping: Mapping) -> dict:
-    return {(k.decode("latin1") if isinstance(k, bytes) else k): v for k, v in mapping.items()}
-
-def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    "Read one CIFAR python batch: images (N, 3, 32, 32) uint8 and labels (`labels` or `fine_labels`)."
-    with open(path, "rb") as stream: batch = _text_keys(pickle.load(stream, encoding="latin1"))
-    data = np.asarray(batch["data"], dtype=np.uint8)
-    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32: raise ValueError(f"data has shape {data.shape}, not (N, 3072)")
-    labels = np.asarray(batch["fine_labels"] if "fine_labels" in batch else batch["labels"], dtype=np.int64)
-    if len(labels) != len(data): raise ValueError(f"{len(data)} images but {len(labels)} labels")
-    return data.reshape(-1, 3, 32, 32), labels
-
-def read_cifar_meta(path: str | Path) -> list[str]:
-    "Class names from a CIFAR meta file (`label_names`, or `fine_label_names` for CIFAR-100)."
-    with open(path, "rb") as stream: meta = _text_keys(pickle.load(stream, encoding="latin1"))
-    names = meta["fine_label_names"] if "fine_label_names" in meta else meta["label_names"]
-    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
-
-def read_stl10_binary(images_path: str | Path, labels_path: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
-    "Read STL-10 binary files: images (N, 3, 96, 96) uint8 and 0-based labels (-1 without a label file)."
-    size = Path(images_path).stat().st_size
-    if size == 0 or size % (3 * 96 * 96): raise ValueError(f"{size} bytes is not a whole number of 3x96x96 images")
-    raw = np.memmap(images_path, dtype=np.uint8, mode="r").reshape(-1, 3, 96, 96)
-    images = np.ascontiguousarray(raw.transpose(0, 1, 3, 2))  # stored column-major
-    if labels_path is None: return images, np.full(len(images), -1, dtype=np.int64)
-    labels = np.fromfile(labels_path, dtype=np.uint8).astype(np.int64) - 1
-    if len(labels) != len(images): raise ValueError(f"{len(images)} images but {len(labels)} labels")
-    if labels.size and (labels.min() < 0 or labels.max() > 9): raise ValueError("labels outside 1..10")
-    return images, labels
-
-def read_svhn_mat(path: str | Path, images_key: str = "X", labels_key: str = "y") -> tuple[np.ndarray, np.ndarray]:
-    "Read an SVHN-style .mat file (`X` (32, 32, 3, N), `y` (N, 1) with 10 for the digit 0) as (N, 3, 32, 32), labels."
-    import scipy.io
-    mat = scipy.io.loadmat(path)
-    images, labels = np.asarray(mat[images_key]), np.asarray(mat[labels_key]).reshape(-1).astype(np.int64)
-    if images.ndim != 4 or images.shape[2] != 3: raise ValueError(f"{images_key} has shape {images.shape}, not (H, W, 3, N)")
-    if images.shape[3] != len(labels): raise ValueError(f"{images.shape[3]} images but {len(labels)} labels")
-    labels[labels == 10] = 0
-    return np.ascontiguousarray(images.transpose(3, 2, 0, 1)).astype(np.uint8), labels
-
-def read_usps_libsvm(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    "Read USPS in LIBSVM format (bzip2 or plain; labels 1-10, values in [-1, 1]) as (N, 1, 16, 16) uint8, labels 0-9."
-    raw = Path(path).read_bytes()
-    text = (bz2.decompress(raw) if raw[:3] == b"BZh" else raw).decode("ascii")
-    rows, labels = [], []
-    for line in text.splitlines():
-        if not line.strip(): continue
-        label, *pairs = line.split()
-        values = np.zeros(256, dtype=np.float32)  # LIBSVM is sparse: an absent index is 0
-        for pair in pairs:
-            index, value = pair.split(":")
-            values[int(index) - 1] = float(value)
-        rows.append(values); labels.append(int(float(label)) - 1)
-    if not rows: raise ValueError("no samples in the file")
-    images = np.round((np.stack(rows) + 1) / 2 * 255).clip(0, 255).astype(np.uint8)
-    return images.reshape(-1, 1, 16, 16), np.asarray(labels, dtype=np.int64)
-
-def read_usps_h5(path: str | Path, split: str) -> tuple[np.ndarray, np.ndarray]:
-    "Read one split of `usps.h5` (`<split>/data` (N, 256) in [0, 1], `<split>/target`) as (N, 1, 16, 16) uint8, labels."
-    import h5py
-    with h5py.File(path, "r") as store:
-        data, target = np.asarray(store[split]["data"]), np.asarray(store[split]["target"]).astype(np.int64)
-    if data.ndim != 2 or data.shape[1] != 256 or len(data) != len(target):
-        raise ValueError(f"{split}/data has shape {data.shape} for {len(target)} targets, not (N, 256)")
-    return np.round(data * 255).clip(0, 255).astype(np.uint8).reshape(-1, 1, 16, 16), target
-
-# %% ../nbs/01_data.ipynb #6d152cb4
-def read_npz_images(path: str | Path) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
-    "Read an .npz with `x` (N, H, W, C) uint8 and `y`, and optional `classes`, as (N, C, H, W), labels, classes."
-    with np.load(path, allow_pickle=False) as store:
-        images, labels = store["x"], store["y"].astype(np.int64).reshape(-1)
-        classes = [str(c) for c in store["classes"]] if "classes" in store.files else None
-    if images.ndim == 3: images = images[..., None]
-    if images.ndim != 4 or len(images) != len(labels):
-        raise ValueError(f"x has shape {images.shape} for {len(labels)} labels, not (N, H, W, C)")
-    return np.ascontiguousarray(images.transpose(0, 3, 1, 2)).astype(np.uint8), labels, classes
-
-def read_image_files(paths: Sequence[str | Path], size: int) -> np.ndarray:
-    "Decode image files with PIL, convert to RGB and resize to `size`x`size` (bilinear): (N, 3, size, size) uint8."
-    from PIL import Image
-    images = np.empty((len(paths), size, size, 3), dtype=np.uint8)
-    for i, path in enumerate(paths):
-        with Image.open(path) as image:
-            images[i] = np.asarray(image.convert("RGB").resize((size, size), Image.BILINEAR))
-    return images.transpose(0, 3, 1, 2)
-
-def read_split_list(path: str | Path) -> list[tuple[str, int]]:
-    "Read a split file of `relative/path label` lines (DomainNet's `<domain>_<split>.txt`)."
-    entries = []
-    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip(): continue
-        parts = line.split()
-        if len(parts) != 2: raise ValueError(f"line {number} is not `path label`: {line!r}")
-        entries.append((parts[0], int(parts[1])))
-    return entries
-
-# %% ../nbs/01_data.ipynb #0b088284
-def stratified_split(labels: Sequence[int] | np.ndarray, test_fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    "Train and test indices holding out round(`test_fraction` x class size) of every class, drawn with `seed`."
-    if not 0 <= test_fraction < 1: raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
-    labels, generator = np.asarray(labels), rng(seed)
-    train, test = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
-    for label in np.unique(labels):
-        members = generator.permutation(np.flatnonzero(labels == label))
-        cut = int(round(test_fraction * len(members)))
-        test.append(members[:cut]); train.append(members[cut:])
-    return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
-
-def subsample_per_class(labels: Sequence[int] | np.ndarray, per_class: int | None = None, total: int | None = None,
-                        seed: int | Sequence[int] = 0) -> np.ndarray:
-    "Sorted indices of a seeded subsample: at most `per_class` of each class, then `total` in proportion to class sizes."
-    labels, generator = np.asarray(labels), np.random.default_rng(seed)
-    for name, value in (("per_class", per_class), ("total", total)):
-        if value is not None and value < 0: raise ValueError(f"{name} must be non-negative, got {value}")
-    groups = {label: generator.permutation(np.flatnonzero(labels == label)) for label in np.unique(labels)}
-    if per_class is not None: groups = {label: members[:per_class] for label, members in groups.items()}
-    size = sum(len(members) for members in groups.values())
-    if total is not None and total < size:
-        sizes = np.array([len(members) for members in groups.values()])
-        quota = sizes * total / size
-        counts = np.floor(quota).astype(int)
-        counts[np.argsort(-(quota - counts), kind="stable")[: total - counts.sum()]] += 1  # largest remainders
-        groups = {label: members[:count] for (label, members), count in zip(groups.items(), counts)}
-    return np.sort(np.concatenate([np.empty(0, np.int64), *groups.values()]))
-
-# %% ../nbs/01_data.ipynb #7b7b3cc8
-def resize_images(x: torch.Tensor, size: int | tuple[int, int]) -> torch.Tensor:
-    "Resize a batch (N, C, H, W) to `size` with antialiased bilinear interpolation; uint8 stays uint8."
-    size = (size, size) if isinstance(size, int) else tuple(size)
-    if tuple(x.shape[-2:]) == size: return x
-    chunks = []
-    for chunk in x.split(4096):
-        out = F.interpolate(chunk.float(), size=size, mode="bilinear", antialias=True, align_corners=False)
-        chunks.append(out.round_().clamp_(0, 255).to(torch.uint8) if x.dtype == torch.uint8 else out.to(x.dtype))
-    return torch.cat(chunks) if chunks else x.new_empty((0, x.shape[1], *size))
-
-def to_rgb(x: torch.Tensor) -> torch.Tensor:
-    "Repeat a greyscale batch (N, 1, H, W) to three channels; RGB batches pass through."
-    if x.shape[1] == 3: return x
-    if x.shape[1] == 1: return x.repeat(1, 3, 1, 1)
-    raise ValueError(f"cannot make {x.shape[1]}-channel images RGB: expected 1 or 3 channels")
 
 # %% ../nbs/01_data.ipynb #50aa219e
-@dataclass(frozen=True)
-class DatasetInfo:
-    "One dataset: folder, classes, shape, splits, sources, file layout, published checksums, citation, reader."
-    name: str
-    title: str
-    folder: str | None  # under the data root; None for embedded datasets
-    classes: tuple[str, ...]
-    image_shape: tuple[int, int, int]  # (C, H, W) as loaded
-    splits: tuple[str, ...]
-    urls: tuple[str, ...]
-    layout: str  # the expected files under <data_root>/<folder>, shown in error messages
-    checksums: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)  # file name -> accepted digests
-    citation: str = ""
-    papers: tuple[str, ...] = ()
-    loader: Callable | None = field(default=None, repr=False, compare=False)
-    downloader: Callable | None = field(default=None, repr=False, compare=False)
-    domains: tuple[str, ...] = ()
-    variable_size: bool = False  # source images differ in size and are resized to `image_size` when read
-    note: str = ""
-    system_dirs: tuple[str, ...] = ()  # folders where a system package installs the files (searched last, from any folder)
-
-    @property
-    def num_classes(self) -> int: return len(self.classes)
-
 DATASETS: dict[str, DatasetInfo] = {}
 _ALIASES: dict[str, str] = {}
 
@@ -335,295 +121,6 @@ def dataset_info(name: str) -> DatasetInfo:
     if key not in DATASETS:
         raise UnknownDatasetError(f"unknown dataset {name!r}; known datasets: {', '.join(sorted(DATASETS))}")
     return DATASETS[key]
-
-# %% ../nbs/01_data.ipynb #064ca100
-@dataclass
-class DataSource:
-    "Where one dataset is read from: its record, the data root, the settings and the options of the call."
-    info: DatasetInfo
-    root: Path
-    settings: Settings
-    verify: bool = True
-    image_size: int | None = None
-
-    @property
-    def folder(self) -> Path:
-        "The dataset's folder, `<data_root>/<info.folder>`."
-        return self.root / (self.info.folder or "")
-
-    def dirs(self, *subfolders: str, extra: Iterable[Path | None] = ()) -> list[Path]:
-        "The dataset folder's `subfolders` ('' is the folder itself), the `extra` folders, then the known system folders."
-        found = [self.folder / sub if sub else self.folder for sub in subfolders] + [Path(e) for e in extra if e]
-        return found + [Path(d) for d in self.info.system_dirs if Path(d) not in found]
-
-    def find(self, names: str | Sequence[str], dirs: Sequence[Path], gz: bool = False) -> Path | None:
-        "The first existing file named one of `names` (or, with `gz`, name.gz) in `dirs`; None when there is none."
-        names = [names] if isinstance(names, str) else list(names)
-        candidates = [n2 for n in names for n2 in ((n, n + ".gz") if gz else (n,))]
-        for folder in dirs:
-            for name in candidates:
-                if (folder / name).is_file(): return self.checked(folder / name)
-        return None
-
-    def glob(self, pattern: str, dirs: Sequence[Path]) -> Path | None:
-        "The first file (in name order) matching `pattern` in `dirs`; None when there is none."
-        for folder in dirs:
-            matches = sorted(p for p in folder.glob(pattern) if p.is_file()) if folder.is_dir() else []
-            if matches: return self.checked(matches[0])
-        return None
-
-    def checked(self, path: Path) -> Path:
-        "`path`, after verifying its checksum against the published ones (when known and `verify` is on)."
-        if not self.verify: return path
-        accepted = tuple(self.info.checksums.get(path.name, ()))
-        content = tuple(self.info.checksums.get(path.name[:-3], ())) if path.name.endswith(".gz") else ()
-        if not accepted and not content: return path
-        try:
-            if accepted and checksum_matches(path, accepted): return path
-            if content and checksum_matches(path, content, decompress=True): return path
-        except (OSError, EOFError, zlib.error) as error:
-            raise self.corrupt(path, f"it cannot be read: {error}") from error
-        published = list(accepted) + [f"{c} (uncompressed content)" for c in content]
-        raise self.corrupt(path, f"its checksum matches none of the published ones ({', '.join(published)})")
-
-    def missing(self, what: Iterable[str], dirs: Sequence[Path], split: str | None = None) -> DatasetNotFoundError:
-        "The error for missing files `what`: where we looked, the expected layout, the source and the fix."
-        info = self.info
-        fix = ("set `download = true` in settings.ini (or FEDLEARN_DOWNLOAD=true, or pass download=True) to fetch it, "
-               f"or place the files under {self.folder}") if info.downloader else (
-               f"download it by hand from {info.urls[0]} and place the files under {self.folder} "
-               "(there is no automatic download for this dataset)")
-        where = f" (split {split!r})" if split else ""
-        return DatasetNotFoundError(
-            f"{info.title}{where}: cannot find {', '.join(what)}.\n"
-            f"Looked in: {', '.join(str(d) for d in dirs)}.\n"
-            f"Expected layout under <data_root>/{info.folder}, with data_root = {self.root} "
-            f"(`data_root` in settings.ini or FEDLEARN_DATA_ROOT):\n{textwrap.indent(info.layout.strip(), '    ')}\n"
-            f"Source: {' | '.join(info.urls)}\nFix: {fix}.")
-
-    def corrupt(self, path: Path, problem: str) -> DatasetCorruptError:
-        "The error for a file that is there but wrong."
-        fix = ("delete it and fetch it again with `download = true` in settings.ini (or download=True)"
-               if self.info.downloader else f"delete it and get it again from {self.info.urls[0]}")
-        return DatasetCorruptError(f"{self.info.title}: {path} is corrupt or not the expected file: {problem}. "
-                                   f"Fix: {fix}; a file you made yourself can be loaded with verify=False.")
-
-    @contextmanager
-    def reading(self, path: Path) -> Iterator[None]:
-        "Context in which a parse failure of `path` becomes a `DatasetCorruptError` naming the file."
-        try: yield
-        except (DatasetNotFoundError, DatasetCorruptError): raise
-        except (OSError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError,
-                pickle.UnpicklingError, zlib.error, struct.error, UnicodeDecodeError) as error:
-            raise self.corrupt(path, f"{type(error).__name__}: {error}") from error
-
-@dataclass
-class RawSplit:
-    "What a loader returns: uint8 images (N, C, H, W), int64 labels, optional class names and a provenance note."
-    images: np.ndarray
-    labels: np.ndarray
-    classes: Sequence[str] | None = None
-    note: str = ""
-
-# %% ../nbs/01_data.ipynb #431728e8
-_MNIST_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
-                "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
-
-def _read_idx_pair(source: DataSource, names: Sequence[str], dirs: Sequence[Path], split: str) -> RawSplit:
-    paths = [source.find(name, dirs, gz=True) for name in names]
-    if None in paths: raise source.missing([f"{n}(.gz)" for n, p in zip(names, paths) if p is None], dirs, split)
-    with source.reading(paths[0]): images = read_idx(paths[0])
-    with source.reading(paths[1]): labels = read_idx(paths[1]).astype(np.int64)
-    if images.ndim != 3 or len(images) != len(labels):
-        raise source.corrupt(paths[0], f"images of shape {images.shape} do not go with {len(labels)} labels")
-    return RawSplit(images[:, None], labels)
-
-def _load_mnist(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    return _read_idx_pair(source, _MNIST_FILES[split], source.dirs("", "MNIST/raw", "raw"), split)
-
-def _load_fashion_mnist(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    dirs = source.dirs("", "FashionMNIST/raw", "raw", extra=[source.settings.fashion_mnist_root])
-    return _read_idx_pair(source, _MNIST_FILES[split], dirs, split)
-
-def _load_emnist(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    names = [f"emnist-balanced-{split}-{kind}" for kind in ("images-idx3-ubyte", "labels-idx1-ubyte")]
-    raw = _read_idx_pair(source, names, source.dirs("", "gzip", "EMNIST/raw", "EMNIST/raw/gzip", "raw"), split)
-    raw.images = np.ascontiguousarray(raw.images.transpose(0, 1, 3, 2))  # EMNIST stores images transposed
-    return raw
-
-def _download_torchvision_mnist(class_name: str, **kwargs) -> Callable:
-    def download(source: DataSource, split: str, domain: str | None) -> None:
-        import torchvision
-        source.folder.mkdir(parents=True, exist_ok=True)
-        getattr(torchvision.datasets, class_name)(root=str(source.folder), download=True, **kwargs)
-    return download
-
-# %% ../nbs/01_data.ipynb #2949c472
-def _load_cifar10(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    dirs = source.dirs("cifar-10-batches-py", "")
-    names = [f"data_batch_{i}" for i in range(1, 6)] if split == "train" else ["test_batch"]
-    paths = [source.find(name, dirs) for name in names]
-    if all(paths):
-        parts = []
-        for path in paths:
-            with source.reading(path): parts.append(read_cifar_batch(path))
-        meta, classes = source.find("batches.meta", dirs), None
-        if meta is not None:
-            with source.reading(meta): classes = read_cifar_meta(meta)
-        return RawSplit(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), classes)
-    npz = source.glob(f"cifar10_{split}*.npz", source.dirs(""))
-    if npz is None:
-        raise source.missing([f"cifar-10-batches-py/{n}" for n, p in zip(names, paths) if p is None]
-                             + [f"(or cifar10_{split}*.npz)"], dirs, split)
-    with source.reading(npz): images, labels, classes = read_npz_images(npz)
-    note = f"{npz.name}: {len(labels)} images decoded from JPEG copies (lossy), not the original pixels"
-    if split == "train" and len(labels) < 50000: note += f"; a subset of the 50,000 training images"
-    return RawSplit(images, labels, classes, note)
-
-def _load_cifar100(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    dirs = source.dirs("cifar-100-python", "")
-    path = source.find(split, dirs)
-    if path is None: raise source.missing([f"cifar-100-python/{split}"], dirs, split)
-    with source.reading(path): images, labels = read_cifar_batch(path)
-    meta, classes = source.find("meta", dirs), None
-    if meta is not None:
-        with source.reading(meta): classes = read_cifar_meta(meta)
-    return RawSplit(images, labels, classes)
-
-def _load_stl10(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    dirs = source.dirs("stl10_binary", "")
-    names = [f"{split}_X.bin"] + ([] if split == "unlabeled" else [f"{split}_y.bin"])
-    paths = [source.find(name, dirs) for name in names]
-    if None in paths: raise source.missing([f"stl10_binary/{n}" for n, p in zip(names, paths) if p is None], dirs, split)
-    with source.reading(paths[0]): images, labels = read_stl10_binary(*paths)
-    names_file, classes = source.find("class_names.txt", dirs), None
-    if names_file is not None: classes = [c for c in names_file.read_text().split() if c]
-    return RawSplit(images, labels, classes)
-
-def _load_svhn(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    dirs = source.dirs("")
-    path = source.find(f"{split}_32x32.mat", dirs)
-    if path is None: raise source.missing([f"{split}_32x32.mat"], dirs, split)
-    with source.reading(path): images, labels = read_svhn_mat(path)
-    return RawSplit(images, labels)
-
-def _load_usps(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    dirs = source.dirs("")
-    name = {"train": "usps.bz2", "test": "usps.t.bz2"}[split]
-    path = source.find(name, dirs)
-    if path is not None:
-        with source.reading(path): return RawSplit(*read_usps_libsvm(path))
-    h5 = source.find("usps.h5", dirs)
-    if h5 is None: raise source.missing([name, "(or usps.h5)"], dirs, split)
-    with source.reading(h5): return RawSplit(*read_usps_h5(h5, split))
-
-def _download_torchvision_archive(class_name: str) -> Callable:
-    def download(source: DataSource, split: str, domain: str | None) -> None:
-        import torchvision
-        from torchvision.datasets import utils
-        dataset = getattr(torchvision.datasets, class_name)
-        utils.download_and_extract_archive(dataset.url, str(source.folder), filename=dataset.filename, md5=dataset.tgz_md5)
-    return download
-
-def _download_torchvision_file(class_name: str) -> Callable:
-    def download(source: DataSource, split: str, domain: str | None) -> None:
-        import torchvision
-        from torchvision.datasets import utils
-        url, filename, md5 = getattr(torchvision.datasets, class_name).split_list[split]
-        utils.download_url(url, str(source.folder), filename=filename, md5=md5)
-    return download
-
-# %% ../nbs/01_data.ipynb #ac4d2dbc
-def _load_mnist_m(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    dirs = source.dirs("", "mnist_m")
-    npz = source.glob(f"mnist_m_{split}*.npz", dirs)
-    if npz is not None:
-        with source.reading(npz): images, labels, _ = read_npz_images(npz)
-        full = {"train": 59001, "test": 9001}[split]
-        note = f"{npz.name}: the first {len(labels)} of {full} images" if len(labels) < full else ""
-        return RawSplit(images, labels, None, note)
-    labels_file = source.find([f"mnist_m_{split}_labels.txt"], dirs, gz=True)
-    image_dir = next((d / f"mnist_m_{split}" for d in dirs if (d / f"mnist_m_{split}").is_dir()), None)
-    if labels_file is None or image_dir is None:
-        raise source.missing([f"mnist_m_{split}*.npz (or mnist_m_{split}/*.png with mnist_m_{split}_labels.txt)"], dirs, split)
-    with source.reading(labels_file):
-        lines = _maybe_gunzip(labels_file.read_bytes()).decode().split("\n")
-        entries = [(name, int(label)) for name, label in (line.split() for line in lines if line.strip())]
-    absent = [name for name, _ in entries if not (image_dir / name).is_file()]
-    if absent: raise source.missing([f"{len(absent)} images listed in {labels_file.name}, e.g. {image_dir / absent[0]}"], dirs, split)
-    with source.reading(image_dir): images = read_image_files([image_dir / name for name, _ in entries], 32)
-    return RawSplit(images, np.array([label for _, label in entries], dtype=np.int64))
-
-def _load_synth_digits(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    dirs = source.dirs("")
-    digit_five = source.find("syn_number.mat", dirs)
-    if digit_five is not None:  # Digit-Five: train_data (N, 32, 32, 3), train_label (N, 1)
-        import scipy.io
-        with source.reading(digit_five):
-            mat = scipy.io.loadmat(digit_five)
-            images, labels = np.asarray(mat[f"{split}_data"]), np.asarray(mat[f"{split}_label"]).reshape(-1).astype(np.int64)
-            if images.ndim != 4 or images.shape[-1] != 3 or len(images) != len(labels):
-                raise ValueError(f"{split}_data has shape {images.shape} for {len(labels)} labels, not (N, 32, 32, 3)")
-        labels[labels == 10] = 0
-        return RawSplit(np.ascontiguousarray(images.transpose(0, 3, 1, 2)).astype(np.uint8), labels)
-    path = source.find(f"synth_{split}_32x32.mat", dirs)
-    if path is None: raise source.missing([f"synth_{split}_32x32.mat (or syn_number.mat)"], dirs, split)
-    with source.reading(path): images, labels = read_svhn_mat(path)
-    return RawSplit(images, labels)
-
-_OFFICE_CLASS_ALIASES = {"backpack": "back_pack", "laptop": "laptop_computer"}
-_OFFICE_DOMAIN_FOLDERS = {"amazon": ("amazon",), "caltech": ("caltech", "caltech10"), "dslr": ("dslr",), "webcam": ("webcam",)}
-
-def _load_office_caltech10(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    classes = list(source.info.classes)
-    dirs = source.dirs("")
-    npz = source.glob(f"{domain}_*.npz", dirs) or source.find(f"{domain}.npz", dirs)
-    if npz is not None:
-        with source.reading(npz): images, labels, stored = read_npz_images(npz)
-        if stored is not None and [_OFFICE_CLASS_ALIASES.get(c, c) for c in stored] != classes:
-            raise source.corrupt(npz, f"its classes {stored} are not {classes}")
-        note = f"{npz.name}: stored at {images.shape[-1]}x{images.shape[-1]}"
-    else:
-        folder = next((source.folder / name for name in _OFFICE_DOMAIN_FOLDERS[domain] if (source.folder / name).is_dir()), None)
-        if folder is None: raise source.missing([f"{domain}_64x64.npz (or a folder {domain}/<class>/*.jpg)"], dirs, split)
-        files, labels = [], []
-        for child in sorted(p for p in folder.iterdir() if p.is_dir()):
-            name = _OFFICE_CLASS_ALIASES.get(child.name, child.name)
-            if name not in classes: continue
-            found = sorted(p for p in child.iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png"))
-            files += found; labels += [classes.index(name)] * len(found)
-        if not files: raise source.missing([f"images in {folder}/<class>/*.jpg for the classes {classes}"], dirs, split)
-        with source.reading(folder): images = read_image_files(files, source.image_size or source.info.image_shape[-1])
-        labels, note = np.asarray(labels, dtype=np.int64), ""
-    train, test = stratified_split(labels, 0.2, seed=0)  # no official split: a fixed 80/20 per class
-    keep = train if split == "train" else test
-    return RawSplit(images[keep], labels[keep], classes, note)
-
-def _load_domainnet10(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    classes = list(source.info.classes)
-    dirs = source.dirs("", "txt", "splits")
-    split_file = source.find(f"{domain}_{split}.txt", dirs)
-    if split_file is None or not (source.folder / domain).is_dir():
-        what = ([] if split_file else [f"{domain}_{split}.txt"]) + ([] if (source.folder / domain).is_dir() else [f"{domain}/<class>/*.jpg"])
-        raise source.missing(what, dirs, split)
-    with source.reading(split_file): entries = read_split_list(split_file)
-    chosen = [(path, Path(path).parts[-2]) for path, _ in entries if len(Path(path).parts) >= 2 and Path(path).parts[-2] in classes]
-    absent = [path for path, _ in chosen if not (source.folder / path).is_file()]
-    if absent: raise source.missing([f"{len(absent)} images listed in {split_file.name}, e.g. {absent[0]}"], dirs, split)
-    size = source.image_size or source.info.image_shape[-1]
-    with source.reading(split_file): images = read_image_files([source.folder / path for path, _ in chosen], size)
-    return RawSplit(images, np.array([classes.index(c) for _, c in chosen], dtype=np.int64), classes)
-
-_DOMAINNET_URL = "http://csr.bu.edu/ftp/visda/2019/multi-source/"
-_DOMAINNET_ZIPS = {"clipart": "groundtruth/clipart.zip", "infograph": "infograph.zip", "painting": "groundtruth/painting.zip",
-                   "quickdraw": "quickdraw.zip", "real": "real.zip", "sketch": "sketch.zip"}
-
-def _download_domainnet(source: DataSource, split: str, domain: str | None) -> None:
-    from torchvision.datasets import utils
-    if not (source.folder / domain).is_dir():
-        utils.download_and_extract_archive(_DOMAINNET_URL + _DOMAINNET_ZIPS[domain], str(source.folder))
-    for part in ("train", "test"):
-        utils.download_url(f"{_DOMAINNET_URL}domainnet/txt/{domain}_{part}.txt", str(source.folder))
 
 # %% ../nbs/01_data.ipynb #022ca3ba
 _DIGITS = tuple(str(d) for d in range(10))
@@ -649,7 +146,7 @@ register_dataset(DatasetInfo(
      "train-images-idx3-ubyte": ("md5:6bbc9ace898e44ae57da46a324031adb",), "train-labels-idx1-ubyte": ("md5:a25bea736e30d166cdddb491f175f624",),
      "t10k-images-idx3-ubyte": ("md5:2646ac647ad5339dbf082846283269ea",), "t10k-labels-idx1-ubyte": ("md5:27ae3e4e09519cfbb04c329615203637",)},
     "Y. LeCun, L. Bottou, Y. Bengio, P. Haffner. Gradient-based learning applied to document recognition. Proc. IEEE 1998.",
-    ("FedCCL", "FedPLCC (Digit-5)", "CCFC", "CP-CFL"), _load_mnist, _download_torchvision_mnist("MNIST")))
+    ("FedCCL", "FedPLCC (Digit-5)", "CCFC", "CP-CFL"), read_mnist, download_torchvision_mnist("MNIST")))
 
 register_dataset(DatasetInfo(
     "fashion_mnist", "Fashion-MNIST", "fashion_mnist",
@@ -665,7 +162,7 @@ register_dataset(DatasetInfo(
      "train-images-idx3-ubyte": ("md5:f4a8712d7a061bf5bd6d2ca38dc4d50a",), "train-labels-idx1-ubyte": ("md5:9018921c3c673c538a1fc5bad174d6f9",),
      "t10k-images-idx3-ubyte": ("md5:8181f5470baa50b63fa0f6fddb340f0a",), "t10k-labels-idx1-ubyte": ("md5:15d484375f8d13e6eb1aabb0c3f46965",)},
     "H. Xiao, K. Rasul, R. Vollgraf. Fashion-MNIST: a novel image dataset for benchmarking machine learning algorithms. arXiv:1708.07747, 2017.",
-    ("FedCCL", "CCFC"), _load_fashion_mnist, _download_torchvision_mnist("FashionMNIST"),
+    ("FedCCL", "CCFC"), read_fashion_mnist, download_torchvision_mnist("FashionMNIST"),
     system_dirs=("/usr/share/datasets/fashion-mnist",)), aliases=("fmnist", "fashionmnist"))
 
 register_dataset(DatasetInfo(
@@ -676,7 +173,7 @@ register_dataset(DatasetInfo(
     "unpacked gzip.zip, md5 58c8d27c78d21e728a6bc7b3cc06412e) or in EMNIST/raw/ (torchvision)",
     {"gzip.zip": ("md5:58c8d27c78d21e728a6bc7b3cc06412e",)},
     "G. Cohen, S. Afshar, J. Tapson, A. van Schaik. EMNIST: an extension of MNIST to handwritten letters. IJCNN 2017.",
-    ("FedCRL", "CP-CFL (pre-training)"), _load_emnist, _download_torchvision_mnist("EMNIST", split="balanced"),
+    ("FedCRL", "CP-CFL (pre-training)"), read_emnist, download_torchvision_mnist("EMNIST", split="balanced"),
     note="images are transposed back to upright (the files store them transposed)"), aliases=("emnist_balanced", "emnist47"))
 
 register_dataset(DatasetInfo(
@@ -693,7 +190,7 @@ register_dataset(DatasetInfo(
      "cifar10_train_1000perclass.npz": (_SHA256 + "786d6ddbfbddba382c0e3f63c2de20951839e9afad246731be34eb864af4ec70",),
      "cifar10_test.npz": (_SHA256 + "f892c14ad369977dff609cbce6fc32e7094390de596992893599e93aa1627659",)},
     "A. Krizhevsky. Learning multiple layers of features from tiny images. Tech. report, U. Toronto, 2009.",
-    ("FedCCL", "FedCRL", "CCFC", "CP-CFL"), _load_cifar10, _download_torchvision_archive("CIFAR10")), aliases=("cifar_10",))
+    ("FedCCL", "FedCRL", "CCFC", "CP-CFL"), read_cifar10, download_torchvision_archive("CIFAR10")), aliases=("cifar_10",))
 
 register_dataset(DatasetInfo(
     "cifar100", "CIFAR-100", "cifar100", _CIFAR100_CLASSES, (3, 32, 32), ("train", "test"),
@@ -702,7 +199,7 @@ register_dataset(DatasetInfo(
     {"cifar-100-python.tar.gz": ("md5:eb9058c3a382ffc7106e4002c42a8d85",), "train": ("md5:16019d7e3df5f24257cddd939b257f8d",),
      "test": ("md5:f0ef6b0ae62326f3e7ffdfab6717acfc",), "meta": ("md5:7973b15100ade9c7d40fb424638fde48",)},
     "A. Krizhevsky. Learning multiple layers of features from tiny images. Tech. report, U. Toronto, 2009.",
-    ("FedCRL", "CP-CFL (pre-training)"), _load_cifar100, _download_torchvision_archive("CIFAR100"),
+    ("FedCRL", "CP-CFL (pre-training)"), read_cifar100, download_torchvision_archive("CIFAR100"),
     note="fine labels (100 classes)"), aliases=("cifar_100",))
 
 register_dataset(DatasetInfo(
@@ -715,7 +212,7 @@ register_dataset(DatasetInfo(
      "train_y.bin": ("md5:5a34089d4802c674881badbb80307741",), "unlabeled_X.bin": ("md5:5242ba1fed5e4be9e1e742405eb56ca4",),
      "test_X.bin": ("md5:7f263ba9f9e0b06b93213547f721ac82",), "test_y.bin": ("md5:36f9794fa4beb8a2c72628de14fa638e",)},
     "A. Coates, A. Ng, H. Lee. An analysis of single-layer networks in unsupervised feature learning. AISTATS 2011.",
-    ("CCFC", "CP-CFL"), _load_stl10, _download_torchvision_archive("STL10"),
+    ("CCFC", "CP-CFL"), read_stl10, download_torchvision_archive("STL10"),
     note="the unlabeled split (100,000 images, 2.8 GB as uint8) has y = -1; load it with dtype=torch.uint8"),
     aliases=("stl_10",))
 
@@ -725,7 +222,7 @@ register_dataset(DatasetInfo(
     "train_32x32.mat, test_32x32.mat (X (32, 32, 3, N) uint8, y (N, 1) with 10 for the digit 0)",
     {"train_32x32.mat": ("md5:e26dedcc434d2e4c54c9b2d4a06d8373",), "test_32x32.mat": ("md5:eb5a983be6a315427106f1b164d9cef3",)},
     "Y. Netzer et al. Reading digits in natural images with unsupervised feature learning. NIPS workshop 2011.",
-    ("FedCCL (Digit-5)", "FedPLCC (Digit-5)"), _load_svhn, _download_torchvision_file("SVHN")))
+    ("FedCCL (Digit-5)", "FedPLCC (Digit-5)"), read_svhn, download_torchvision_file("SVHN")))
 
 register_dataset(DatasetInfo(
     "usps", "USPS", "usps", _DIGITS, (1, 16, 16), ("train", "test"),
@@ -736,7 +233,7 @@ register_dataset(DatasetInfo(
     {"usps.bz2": ("md5:ec16c51db3855ca6c91edd34d0e9b197",), "usps.t.bz2": ("md5:8ea070ee2aca1ac39742fdd1ef5ed118",),
      "usps.h5": (_SHA256 + "734f88c541104a956d88be2c95d03b4a463ffd74ccc2ba9c80841fb98e3fcb36",)},
     "J. J. Hull. A database for handwritten text recognition research. IEEE TPAMI 16(5), 1994.",
-    ("FedCCL (Digit-5)", "FedPLCC (Digit-5)"), _load_usps, _download_torchvision_file("USPS")))
+    ("FedCCL (Digit-5)", "FedPLCC (Digit-5)"), read_usps, download_torchvision_file("USPS")))
 
 register_dataset(DatasetInfo(
     "mnist_m", "MNIST-M", "mnist_m", _DIGITS, (3, 32, 32), ("train", "test"),
@@ -749,7 +246,7 @@ register_dataset(DatasetInfo(
      "mnist_m_test_labels.txt.gz": (_SHA256 + "ad462e45a304f5f7bf32ac2a7d21106b00533bb8dd1d910f194e4e6db9f4f862",),
      "mnist_m_train_labels.txt.gz": (_SHA256 + "ca32088360caae2a7170bf846d5c1e07fce29e40ae27b08dc548567fa2fffd57",)},
     "Y. Ganin et al. Domain-adversarial training of neural networks. JMLR 17, 2016.",
-    ("FedCCL (Digit-5)", "FedPLCC (Digit-5)"), _load_mnist_m, None), aliases=("mnistm",))
+    ("FedCCL (Digit-5)", "FedPLCC (Digit-5)"), read_mnist_m, None), aliases=("mnistm",))
 
 register_dataset(DatasetInfo(
     "synth_digits", "SynthDigits (SynNumbers)", "synth_digits", _DIGITS, (3, 32, 32), ("train", "test"),
@@ -757,7 +254,7 @@ register_dataset(DatasetInfo(
     "syn_number.mat (Digit-Five: train_data/test_data (N, 32, 32, 3) uint8, train_label/test_label (N, 1)); "
     "or synth_train_32x32.mat and synth_test_32x32.mat (SVHN format: X (32, 32, 3, N), y (N, 1))",
     {}, "Y. Ganin, V. Lempitsky. Unsupervised domain adaptation by backpropagation. ICML 2015.",
-    ("FedCCL (Digit-5)", "FedPLCC (Digit-5)"), _load_synth_digits, None), aliases=("synth", "synthdigits", "syn_digits"))
+    ("FedCCL (Digit-5)", "FedPLCC (Digit-5)"), read_synth_digits, None), aliases=("synth", "synthdigits", "syn_digits"))
 
 _OFFICE_DOMAINS = ("amazon", "caltech", "dslr", "webcam")
 register_dataset(DatasetInfo(
@@ -772,7 +269,7 @@ register_dataset(DatasetInfo(
      "dslr_64x64.npz": (_SHA256 + "26a7d82f69022710600e8b0e20038fdf2aa5c8781f711c53ab3c0801e7619ff8",),
      "webcam_64x64.npz": (_SHA256 + "cf382ae40ac7182e6ad5215a8d1a286f950d814b55b1c5715f53b63d6cb43d57",)},
     "B. Gong, Y. Shi, F. Sha, K. Grauman. Geodesic flow kernel for unsupervised domain adaptation. CVPR 2012.",
-    ("FedCCL (Office-10)", "FedPLCC (Office-10)"), _load_office_caltech10, None, _OFFICE_DOMAINS, variable_size=True,
+    ("FedCCL (Office-10)", "FedPLCC (Office-10)"), read_office_caltech10, None, _OFFICE_DOMAINS, variable_size=True,
     note="no official split: a fixed, per-class 80/20 train/test split (seed 0)"),
     aliases=("office10", "office_caltech_10", "office_caltech"))
 
@@ -780,12 +277,12 @@ register_dataset(DatasetInfo(
     "domainnet10", "DomainNet (10-class subset)", "domainnet",
     ("bird", "feather", "headphones", "ice_cream", "teapot", "tiger", "whale", "windmill", "wine_glass", "zebra"),
     (3, 64, 64), ("train", "test"),
-    ("http://ai.bu.edu/M3SDA/", _DOMAINNET_URL + "groundtruth/clipart.zip (and the other domains' zips)",
-     _DOMAINNET_URL + "domainnet/txt/clipart_train.txt (split lists)"),
+    ("http://ai.bu.edu/M3SDA/", DOMAINNET_URL + "groundtruth/clipart.zip (and the other domains' zips)",
+     DOMAINNET_URL + "domainnet/txt/clipart_train.txt (split lists)"),
     "<domain>/<class>/*.jpg (the unpacked <domain>.zip) and <domain>_train.txt, <domain>_test.txt (directly in the "
     "folder or in txt/), for domain in clipart, infograph, painting, quickdraw, real, sketch",
     {}, "X. Peng et al. Moment matching for multi-source domain adaptation. ICCV 2019.",
-    ("FedCCL (DomainNet)", "FedPLCC (DomainNet)"), _load_domainnet10, _download_domainnet,
+    ("FedCCL (DomainNet)", "FedPLCC (DomainNet)"), read_domainnet10, download_domainnet,
     ("clipart", "infograph", "painting", "quickdraw", "real", "sketch"), variable_size=True,
     note="the 10 classes of FedPCL's and FedPLVM's code; labels are re-indexed 0-9 in this order"),
     aliases=("domainnet", "domain_net"))
@@ -839,96 +336,11 @@ def load_dataset(name: str, root: str | Path | None = None, split: str = "train"
     return LabelledData(x, torch.from_numpy(np.ascontiguousarray(labels, dtype=np.int64)), classes, label, note)
 
 # %% ../nbs/01_data.ipynb #65dbd4c3
-DIGITS5LITE_DOMAINS = ("mnist_like", "usps_like", "svhn_like", "synth_like", "mnistm_like")
-STAND_IN_NOTE = ("STAND-IN: built from scikit-learn's 8x8 digits (1,797 images) to imitate Digit-5's domain shifts; "
-                 "results on it are not comparable to the papers' numbers")
-
-@functools.lru_cache(maxsize=1)
-def _digits_base() -> tuple[torch.Tensor, np.ndarray, np.ndarray, np.ndarray]:
-    from sklearn.datasets import load_digits
-    bunch = load_digits()
-    ink = torch.tensor(bunch.images, dtype=torch.float32)[:, None] / 16  # (1797, 1, 8, 8) in [0, 1]
-    labels = bunch.target.astype(np.int64)
-    train, test = stratified_split(labels, 0.25, seed=0)
-    return ink, labels, train, test
-
-def _upsample(ink: torch.Tensor, size: int, margin: int = 1) -> torch.Tensor:
-    return F.interpolate(F.pad(ink, (margin,) * 4), size=(size, size), mode="bilinear", align_corners=False).clamp(0, 1)
-
-def _blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
-    "Separable Gaussian blur of a batch (N, C, H, W), as two matrix products (weights renormalised at the borders)."
-    def matrix(size):
-        positions = torch.arange(size, dtype=torch.float32)
-        weights = torch.exp(-(positions[:, None] - positions[None, :]) ** 2 / (2 * sigma ** 2))
-        return weights / weights.sum(1, keepdim=True)
-    return matrix(x.shape[-2]) @ x @ matrix(x.shape[-1]).T
-
-def _shift_horizontally(x: torch.Tensor, pixels: int) -> torch.Tensor:
-    width = x.shape[-1]
-    return F.pad(x, (pixels, 0))[..., :width] if pixels >= 0 else F.pad(x, (0, -pixels))[..., -pixels:]
-
-def _colours(n: int, contrast: float, ink_brighter: bool, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    "Random background and stroke colours (n, 3, 1, 1) whose brightness differs by `contrast` plus up to 0.1."
-    background = torch.rand(n, 3, 1, 1, generator=generator) * (1 - contrast) + (0 if ink_brighter else contrast)
-    step = contrast + 0.1 * torch.rand(n, 3, 1, 1, generator=generator)
-    stroke = (background + step if ink_brighter else background - step).clamp(0, 1)
-    return background, stroke
-
-def _make_digits5lite_domain(domain: str, ink: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    "One digits-5-lite domain from strokes `ink` (N, 1, 32, 32) in [0, 1]: (N, 3, 32, 32) in [0, 1]."
-    n, size = len(ink), ink.shape[-1]
-    if domain == "mnist_like": return ink.repeat(1, 3, 1, 1)
-    if domain == "usps_like":
-        thick = torch.maximum(ink, 0.8 * F.max_pool2d(ink, 3, 1, 1))
-        low = F.interpolate(thick, size=(size // 2, size // 2), mode="bilinear", antialias=True, align_corners=False)
-        return (1 - F.interpolate(low, size=(size, size), mode="bilinear", align_corners=False)).clamp(0, 1).repeat(1, 3, 1, 1)
-    if domain == "svhn_like":
-        neighbours = ink[torch.randperm(n, generator=generator)]
-        left = torch.rand(n, 1, 1, 1, generator=generator) < 0.5
-        distractor = torch.where(left, _shift_horizontally(neighbours, -(3 * size) // 4), _shift_horizontally(neighbours, (3 * size) // 4))
-        strokes = torch.maximum(ink, distractor)
-        background, stroke = _colours(n, 0.35, ink_brighter=True, generator=generator)
-        image = _blur(background * (1 - strokes) + stroke * strokes, 1.0)
-        return (image + 0.07 * torch.randn(image.shape, generator=generator)).clamp(0, 1)
-    if domain == "synth_like":
-        angle = (torch.rand(n, generator=generator) * 2 - 1) * np.pi / 6
-        scale = 0.85 + 0.3 * torch.rand(n, generator=generator)
-        shift = (torch.rand(n, 2, generator=generator) * 2 - 1) * 0.1
-        cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
-        theta = torch.stack([torch.stack([cos, -sin, shift[:, 0]], 1), torch.stack([sin, cos, shift[:, 1]], 1)], 1)
-        grid = F.affine_grid(theta, list(ink.shape), align_corners=False)
-        strokes = F.grid_sample(ink, grid, align_corners=False)
-        background, stroke = _colours(n, 0.55, ink_brighter=False, generator=generator)
-        return _blur(background * (1 - strokes) + stroke * strokes, 0.5).clamp(0, 1)
-    if domain == "mnistm_like":
-        texture = (F.interpolate(torch.rand(n, 3, 4, 4, generator=generator), size=(size, size), mode="bicubic", align_corners=False)
-                   + 0.5 * F.interpolate(torch.rand(n, 3, 8, 8, generator=generator), size=(size, size), mode="bilinear", align_corners=False)
-                   + 0.3 * torch.rand(n, 3, size, size, generator=generator))
-        low, high = texture.amin((1, 2, 3), keepdim=True), texture.amax((1, 2, 3), keepdim=True)
-        return ((texture - low) / (high - low) - ink).abs()
-    raise ValueError(f"unknown digits5lite domain {domain!r}; domains: {', '.join(DIGITS5LITE_DOMAINS)}")
-
-@functools.lru_cache(maxsize=4)
-def make_digits5lite(seed: int = 0, image_size: int = 32) -> dict[str, np.ndarray]:
-    "All 1,797 images of each digits-5-lite domain, (N, 3, `image_size`, `image_size`) uint8, built with `seed` (cached)."
-    ink, _, _, _ = _digits_base()
-    strokes = (_upsample(ink, image_size) * 1.5).clamp(0, 1)  # crisper strokes, closer to MNIST's
-    domains = {}
-    for index, domain in enumerate(DIGITS5LITE_DOMAINS):
-        images = _make_digits5lite_domain(domain, strokes, torch_generator(seed * len(DIGITS5LITE_DOMAINS) + index))
-        domains[domain] = (images * 255).round_().clamp_(0, 255).to(torch.uint8).numpy()
-    return domains
-
 def _load_digits(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    ink, labels, train, test = _digits_base()
-    keep = train if split == "train" else test
-    images = (_upsample(ink[keep], 28) * 255).round_().to(torch.uint8).numpy()
-    return RawSplit(images, labels[keep], None, STAND_IN_NOTE.replace("to imitate Digit-5's domain shifts", "in place of MNIST"))
+    return RawSplit(*make_digits_split(split), None, STAND_IN_NOTE.replace("to imitate Digit-5's domain shifts", "in place of MNIST"))
 
 def _load_digits5lite(source: DataSource, split: str, domain: str | None) -> RawSplit:
-    _, labels, train, test = _digits_base()
-    keep = train if split == "train" else test
-    return RawSplit(make_digits5lite()[domain][keep], labels[keep], None, STAND_IN_NOTE)
+    return RawSplit(*make_digits5lite_split(domain, split), None, STAND_IN_NOTE)
 
 _EMBEDDED = "embedded: built from sklearn.datasets.load_digits, no files"
 register_dataset(DatasetInfo(

@@ -1,7 +1,8 @@
-"Loaders of fedlearn_nb.data on tiny files written in each dataset's real format; no test touches the network."
+"Loaders of fedlearn_nb.data (the readers of fedlearn_nb.readers) on tiny files written in each dataset's real format; no test touches the network."
 import bz2
 import dataclasses
 import gzip
+import hashlib
 import pickle
 import socket
 import warnings
@@ -187,6 +188,43 @@ def test_usps_libsvm_bz2_and_h5(root):
     assert train.y.tolist() == [3, 4, 5] and abs(float(train.x[2, 0, 15, 15]) - 1.0) < 1e-6
 
 
+def test_readers_agree_with_torchvision_where_it_reads_the_same_format(tmp_path):
+    "torchvision as the reference: its IDX readers (uncompressed files only), and its SVHN and CIFAR-10 classes with their"
+    "md5 checks bypassed (they refuse any file that is not the published one), read the arrays ours read."
+    from unittest import mock
+    import torchvision.datasets as tv
+    from torchvision.datasets.mnist import read_image_file, read_label_file
+    from fedlearn_nb.readers import read_cifar_batch, read_idx, read_svhn_mat
+    pixels = images(5, (28, 28))
+    assert np.array_equal(read_image_file(str(write_idx(tmp_path / "images", pixels))).numpy(), read_idx(tmp_path / "images"))
+    assert np.array_equal(read_label_file(str(write_idx(tmp_path / "labels", np.array([3, 1, 4])))).numpy(), read_idx(tmp_path / "labels"))
+    x = images(3, (3, 32, 32))
+    write_svhn_mat(tmp_path / "svhn" / "test_32x32.mat", x, [10, 1, 9])
+    with mock.patch.object(tv.SVHN, "_check_integrity", lambda self: True): theirs = tv.SVHN(str(tmp_path / "svhn"), split="test")
+    ours = read_svhn_mat(tmp_path / "svhn" / "test_32x32.mat")
+    assert np.array_equal(ours[0], theirs.data) and np.array_equal(ours[1], theirs.labels) and ours[1].tolist() == [0, 1, 9]
+    folder = tmp_path / "cifar" / "cifar-10-batches-py"; folder.mkdir(parents=True)
+    for i, name in enumerate(["data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch"]):
+        with open(folder / name, "wb") as f:  # text keys: torchvision's class reads no other
+            pickle.dump({"data": images(2, (3072,), i), "labels": [i, 9 - i]}, f, protocol=2)
+    with open(folder / "batches.meta", "wb") as f: pickle.dump({"label_names": list("abcdefghij")}, f, protocol=2)
+    with mock.patch("torchvision.datasets.cifar.check_integrity", lambda *a, **k: True): theirs = tv.CIFAR10(str(tmp_path / "cifar"), train=False)
+    ours = read_cifar_batch(folder / "test_batch")
+    assert np.array_equal(ours[0], theirs.data.transpose(0, 3, 1, 2)) and ours[1].tolist() == theirs.targets == [5, 4]
+
+
+def test_usps_rounds_to_the_nearest_grey_level_where_torchvision_truncates(tmp_path):
+    "(v + 1) / 2 * 255 for v = -0.8125 is 23.9: we read 24, torchvision's USPS 23; the ends -1 and 1 are 0 and 255 in both."
+    import torchvision.datasets as tv
+    from fedlearn_nb.readers import read_usps_libsvm
+    values = np.array([-1, -0.8125, 0, 0.5, 1] + [-1] * 251)
+    (tmp_path / "usps.t.bz2").write_bytes(bz2.compress(("3 " + " ".join(f"{i + 1}:{v:g}" for i, v in enumerate(values)) + "\n").encode()))
+    ours, labels = read_usps_libsvm(tmp_path / "usps.t.bz2")
+    theirs = tv.USPS(str(tmp_path), train=False)
+    assert ours.reshape(-1)[:5].tolist() == [0, 24, 128, 191, 255] and labels.tolist() == theirs.targets == [2]
+    assert theirs.data.reshape(-1)[:5].tolist() == [0, 23, 127, 191, 255]
+
+
 # ---------------------------------------------------------------- MNIST-M, SynthDigits, Office-Caltech-10, DomainNet
 def test_mnist_m_npz_with_subset_note(root):
     (root / "mnist_m").mkdir()
@@ -301,7 +339,7 @@ def test_checksums_are_checked_against_the_published_ones(root, monkeypatch):
     monkeypatch.setitem(DATASETS, "usps", dataclasses.replace(DATASETS["usps"], checksums={"usps.h5": (f"sha256:{digest}",)}))
     assert len(load_dataset("usps", root=root)) == 2
     with monkeypatch.context() as patch:  # the second load does not hash the file again
-        patch.setattr(data.hashlib, "new", lambda *a, **k: pytest.fail("re-hashed a file whose digest is cached"))
+        patch.setattr(hashlib, "new", lambda *a, **k: pytest.fail("re-hashed a file whose digest is cached"))
         assert len(load_dataset("usps", root=root, split="test")) == 2
 
 

@@ -26,6 +26,17 @@ OFFICE_FILES = [f"office_caltech10/{d}_64x64.npz" for d in ("amazon", "caltech",
 
 
 @needs(*MNIST_FILES)
+def test_idx_reader_agrees_with_torchvision_on_the_real_mnist(tmp_path):
+    "torchvision's IDX readers (which open only uncompressed files) read the same arrays from gunzipped copies."
+    import gzip
+    from torchvision.datasets.mnist import read_image_file, read_label_file
+    from fedlearn_nb.readers import read_idx
+    for name, reader in (("t10k-images-idx3-ubyte", read_image_file), ("t10k-labels-idx1-ubyte", read_label_file)):
+        (tmp_path / name).write_bytes(gzip.decompress((ROOT / "mnist" / f"{name}.gz").read_bytes()))
+        assert np.array_equal(reader(str(tmp_path / name)).numpy(), read_idx(ROOT / "mnist" / f"{name}.gz"))
+
+
+@needs(*MNIST_FILES)
 def test_mnist_sizes_and_counts():
     train, test = load_dataset("mnist", split="train", dtype=torch.uint8), load_dataset("mnist", split="test", dtype=torch.uint8)
     assert train.x.shape == (60000, 1, 28, 28) and test.x.shape == (10000, 1, 28, 28)
