@@ -37,10 +37,10 @@ __all__ = ['SCALES', 'TITLES', 'COLUMNS', 'STAND_IN', 'SOURCE_NAMES', 'DATA_SEED
 
 # %% ../../../nbs/95c_protocol_benchmark.ipynb #f43dbaa2
 SCALES = {
-    "smoke": dict(image_size=8, padding=1, rounds=2, local_steps=3, batch_size=32, eval_every=1, seeds="0",
-                  pretrain=dict(epochs=1, batch_size=64, max_samples=256),
+    "smoke": dict(image_size=8, padding=1, rounds=2, local_steps=1, batch_size=32, eval_every=1, seeds="0",
+                  pretrain=dict(epochs=1, batch_size=64, max_samples=128),
                   federations={
-                      "digits5lite": dict(kind="domains", source="digits5lite", train_per_class=10, test_per_class=10),
+                      "digits5lite": dict(kind="domains", source="digits5lite", train_per_class=5, test_per_class=5),
                       "office10": None,   # no stand-in for Office-Caltech-10
                       "digits-a0.1": dict(kind="dirichlet", source="digits", alpha=0.1, num_clients=4, pool_per_class=30),
                       "digits-a0.5": dict(kind="dirichlet", source="digits", alpha=0.5, num_clients=4, pool_per_class=30)}),
