@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -28,7 +29,8 @@ from .loop import RunSettings, check_model_input, run_experiment
 
 # %% auto #0
 __all__ = ['DATA_SPLITS', 'BACKENDS', 'BACKEND_ENTRY_POINTS', 'check_options', 'RunConfig', 'build_federated_data',
-           'build_model_for', 'build_algorithm', 'run_folder', 'register_backend', 'get_backend', 'run']
+           'unused_training_data', 'build_model_for', 'build_algorithm', 'run_folder', 'register_backend',
+           'get_backend', 'run']
 
 # %% ../nbs/11d_experiment.ipynb #006b4af0
 def check_options(given: Mapping[str, Any], function: Callable, set_here: Mapping[str, str], what: str) -> None:
@@ -83,7 +85,7 @@ class RunConfig:
     model_seed: int | None = None         # the seed of the model's initial weights; None: derived from `seed`
     encoder_path: str | None = None       # a saved encoder (selfsupervised.save_encoder) loaded into the model's features
     client_workers: int = 1               # processes for clients trained one by one: 1 none, 0 one per core (see fit_clients_in_workers)
-    federation: dict = field(default_factory=dict)  # FederationSpec options: test_per_class (a cut of the test split), partition_seed, name
+    federation: dict = field(default_factory=dict)  # FederationSpec options: test_per_class (a cut of the test split), partition_seed, name, image_size, rgb
 
     def __post_init__(self):
         from fedlearn_nb.federation import POOLING, SCHEMES
@@ -176,12 +178,9 @@ RunConfig.__init__ = _checked_init
 def build_federated_data(config: RunConfig, device: str | torch.device = "cpu", data_root: str | Path | None = None) -> FederatedData:
     "The federation a config describes: its data loaded, (sub)sampled and cut by `build_federation` with the config's scheme."
     from fedlearn_nb import data as data_module
-    transform = None
-    if config.encoder_input:
-        from fedlearn_nb.selfsupervised import to_encoder_input
-        transform = functools.partial(to_encoder_input, **config.encoder_input)
     spec = FederationSpec.from_dict(config.federation)
-    common = dict(seed=spec.seed(config.seed), name=spec.name, transform=transform, pooled=config.pooled, device=device, **config.partition_kwargs)
+    common = dict(seed=spec.seed(config.seed), name=spec.name, transform=_images_step(config), pooled=config.pooled, device=device,
+                  **config.partition_kwargs)
     if config.partition == "domains":
         benchmark = data_module.load_benchmark(config.dataset, root=data_root, **config.data_kwargs)
         return build_federation(benchmark, "domains", clients_per_domain=config.clients_per_domain, **common)
@@ -190,6 +189,37 @@ def build_federated_data(config: RunConfig, device: str | torch.device = "cpu", 
     held_out = config.test_fraction is None and config.data_split == "train"
     test = spec.test_split(data_module.load_dataset(config.dataset, root=data_root, split="test", **config.data_kwargs)) if held_out else None
     return build_federation(data, config.partition, config.num_clients, test=test, test_fraction=config.test_fraction, **common)
+
+def _images_step(config: RunConfig) -> Callable | None:
+    "What is done to every client's images: the federation's resize and channels, then the encoder's input size."
+    then = None
+    if config.encoder_input:
+        from fedlearn_nb.selfsupervised import to_encoder_input
+        then = functools.partial(to_encoder_input, **config.encoder_input)
+    return FederationSpec.from_dict(config.federation).transform(then)
+
+def unused_training_data(config: RunConfig, data_root: str | Path | None = None):
+    "The training images of a config's data that none of its clients holds (what its per-class draws leave), prepared as the clients' are; None if none."
+    from fedlearn_nb import data as data_module
+    if config.partition == "domains":
+        options = dict(config.data_kwargs)
+        per_class, total = options.pop("train_per_class", None), options.pop("max_train_per_domain", None)
+        if per_class is None and total is None: return None
+        benchmark = data_module.load_benchmark(config.dataset, root=data_root, **options)
+        order = [name for name, _, _ in data_module.benchmark_info(config.dataset).domains]
+        # load_benchmark draws domain `index`'s training images with the seed [seed, index, 0]
+        drawn = [(domain.train, data_module.subsample_per_class(domain.train.y.numpy(), per_class, total, seed=[options.get("seed", 0), order.index(domain.name), 0]))
+                 for domain in benchmark.domains]
+    else:
+        if config.per_class is None: return None
+        data = data_module.load_dataset(config.dataset, root=data_root, split=config.data_split, **config.data_kwargs)
+        drawn = [(data, data_module.subsample_per_class(data.y.numpy(), per_class=config.per_class, seed=0))]
+    rest = [data.subset(np.setdiff1d(np.arange(len(data.y)), kept)) for data, kept in drawn]
+    if not sum(len(part.y) for part in rest): return None
+    step = _images_step(config)
+    x = torch.cat([part.x for part in rest])
+    return data_module.LabelledData(x if step is None else step(x), torch.cat([part.y for part in rest]), list(rest[0].classes),
+                                    f"{config.dataset} (unused training images)", rest[0].note)
 
 def build_model_for(config: RunConfig, data: FederatedData) -> nn.Module:
     "The model a config names, sized for the federation's images and classes (seeded by `model_seed`, or derived from `seed`)."

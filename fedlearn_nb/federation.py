@@ -8,6 +8,7 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/federation.html.md"""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -16,7 +17,7 @@ import pandas as pd
 import torch
 
 from .core import check_keywords, derive_seed
-from .data import subsample_per_class
+from .data import resize_images, subsample_per_class, to_rgb
 from .partition import (PARTITIONERS, GroupedPartition, partition_domains, partition_grouped_label_sets,
                                    partition_labels, split_train_test)
 
@@ -263,17 +264,20 @@ def personalised_partition(labels: Any, setting: str, num_clients: int, seed: in
 # %% ../nbs/04_federation.ipynb #13c8e7ca
 @dataclass(frozen=True)
 class FederationSpec:
-    "What a federation's draw needs beyond its scheme and the scheme's options: a class-balanced test cut, a seed and a name of its own."
+    "What a federation's draw needs beyond its scheme and the scheme's options: a class-balanced test cut, a seed, one image shape and a name."
     test_per_class: int | None = None   # keep at most this many test images of each class (a fixed draw, seed 0); None: all
     partition_seed: int | None = None   # seeds the partition and the clients' test split; None: the run's seed
     name: str | None = None             # the federation's name (part of a checkpoint's fingerprint); None: the data's
+    image_size: int | None = None       # resize every client's images to image_size x image_size (resize_images); None: as loaded
+    rgb: bool = False                   # repeat grey images to three channels (to_rgb)
 
     def __post_init__(self):
-        for name, minimum in (("test_per_class", 1), ("partition_seed", 0)):
+        for name, minimum in (("test_per_class", 1), ("partition_seed", 0), ("image_size", 1)):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum):
                 raise ValueError(f"federation option {name} must be an integer >= {minimum} or None, got {value!r}")
         if self.name is not None and not (isinstance(self.name, str) and self.name): raise ValueError(f"federation option name must be a non-empty string or None, got {self.name!r}")
+        if not isinstance(self.rgb, bool): raise ValueError(f"federation option rgb must be True or False, got {self.rgb!r}")
 
     @classmethod
     def from_dict(cls, options: dict | None) -> FederationSpec:
@@ -290,3 +294,13 @@ class FederationSpec:
         "`test` cut to at most `test_per_class` images of each class (seed 0), or as it is."
         if test is None or self.test_per_class is None: return test
         return test.subset(subsample_per_class(test.y.cpu().numpy(), self.test_per_class, seed=0))
+
+    def transform(self, then: Callable | None = None) -> Callable | None:
+        "What is done to every client's images (N, C, H, W): resized to `image_size`, grey made RGB if `rgb`, then `then`; None if nothing."
+        if self.image_size is None and not self.rgb: return then
+        return functools.partial(_prepare_images, image_size=self.image_size, rgb=self.rgb, then=then)
+
+def _prepare_images(x: torch.Tensor, image_size: int | None, rgb: bool, then: Callable | None) -> torch.Tensor:
+    x = x if image_size is None else resize_images(x, image_size)
+    x = to_rgb(x) if rgb else x
+    return x if then is None else then(x)
