@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import importlib.util
 import io
 import os
 import platform
@@ -25,9 +26,9 @@ from .catalogue import PAPERS, SCALES, DataCheck, check_data
 
 # %% auto #0
 __all__ = ['RUNNER_PARAMETERS', 'project_root', 'find_papers_dir', 'discover_papers', 'ensure_parameters_cell', 'read_notebook',
-           'parse_parameters', 'notebook_parameters', 'notebook_scales', 'notebook_title', 'write_example_paper',
-           'parse_value', 'select_papers', 'check_request', 'RunPlan', 'timestamp', 'results_base', 'unfinished_state',
-           'run_folder_for', 'plan_runs', 'describe_plan']
+           'parse_parameters', 'notebook_parameters', 'scales_in', 'notebook_protocols', 'notebook_scales',
+           'notebook_title', 'write_example_paper', 'parse_value', 'select_papers', 'check_request', 'RunPlan',
+           'timestamp', 'results_base', 'unfinished_state', 'run_folder_for', 'plan_runs', 'describe_plan']
 
 # %% ../../nbs/91b_planning.ipynb #0fe1b364
 def project_root() -> Path:
@@ -108,17 +109,32 @@ def notebook_parameters(path: str | Path) -> dict[str, dict]:
     cell = next(c for c in nb.cells if c.cell_type == "code" and "parameters" in c.get("metadata", {}).get("tags", []))
     return parse_parameters(cell.source, f"{Path(path).name}'s parameters cell")
 
+def scales_in(source: str) -> tuple[str, ...] | None:
+    "The keys of a module-level `SCALES = {...}` (or `SCALES: ... = {...}`) dict in Python `source`, or None."
+    try: tree = ast.parse("\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!"))))
+    except SyntaxError: return None
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if (any(isinstance(t, ast.Name) and t.id == "SCALES" for t in targets) and isinstance(node.value, ast.Dict)
+                and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.value.keys)):
+            return tuple(k.value for k in node.value.keys)
+    return None
+
+_PROTOCOL_IMPORT = re.compile(r"from\s+fedlearn_nb\.tools\.protocols\s+import\s+(\w+)|(?:from|import)\s+fedlearn_nb\.tools\.protocols\.(\w+)")
+
+def notebook_protocols(path: str | Path) -> list[str]:
+    "The paper protocol modules (`fedlearn_nb.tools.protocols.<name>`) that the notebook's code imports, by name."
+    sources = [c.source for c in read_notebook(path).cells if c.cell_type == "code"]
+    return list(dict.fromkeys(a or b for s in sources for a, b in _PROTOCOL_IMPORT.findall(s)))
+
 def notebook_scales(path: str | Path) -> tuple[str, ...]:
-    "The keys of the notebook's module-level `SCALES = {...}` dict (read from its source), else the default scales."
+    """The keys of the `SCALES` dict in the notebook's code, or in the protocol module it imports (both read from their
+    source, nothing imported), else the default scales."""
     for cell in read_notebook(path).cells:
-        if cell.cell_type != "code" or "SCALES" not in cell.source: continue
-        try: tree = ast.parse("\n".join(l for l in cell.source.splitlines() if not l.lstrip().startswith(("%", "!"))))
-        except SyntaxError: continue
-        for node in tree.body:
-            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SCALES" for t in node.targets)
-                    and isinstance(node.value, ast.Dict)
-                    and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.value.keys)):
-                return tuple(k.value for k in node.value.keys)
+        if cell.cell_type == "code" and "SCALES" in cell.source and (found := scales_in(cell.source)): return found
+    for name in notebook_protocols(path):
+        spec = importlib.util.find_spec(f"fedlearn_nb.tools.protocols.{name}")
+        if spec and spec.origin and (found := scales_in(Path(spec.origin).read_text())): return found
     return SCALES
 
 def notebook_title(path: str | Path) -> str:
