@@ -85,6 +85,7 @@ def _one_thread(device: torch.device):
     try: yield previous
     finally: torch.set_num_threads(previous)
 
+# %% ../nbs/06_clustering.ipynb #df2a0c0d
 def _unit_rows(rows: torch.Tensor) -> torch.Tensor:
     "`rows` divided by their lengths, in their own dtype (zero rows stay zero)."
     norms = rows.norm(dim=1, keepdim=True)                            # (N, 1)
@@ -119,6 +120,7 @@ def _neighbour_distances(points: torch.Tensor, neighbours: torch.Tensor, distanc
     has_zero = (unit.abs().sum(1) == 0) | (unit_others.abs().sum(1) == 0)
     return torch.where(has_zero, torch.ones_like(half_chord), half_chord)
 
+# %% ../nbs/06_clustering.ipynb #f45cb569
 class _Screen:
     "Every row's running best float32 score, and the (row, column, score) candidates that came within `slack` of it."
     def __init__(self, count: int, padded: int, slack: float, device: torch.device):
@@ -185,6 +187,7 @@ class _Screen:
         keep = (values >= self.best[rows] - self.slack) & ~overflow[rows]
         return rows[keep], columns[keep], overflow
 
+# %% ../nbs/06_clustering.ipynb #b8023378
 def _pad_rows(matrix: torch.Tensor, count: int) -> torch.Tensor:
     "`matrix` with zero rows appended up to `count` rows."
     return torch.cat([matrix, matrix.new_zeros(count - len(matrix), matrix.shape[1])]) if count > len(matrix) else matrix
@@ -205,6 +208,7 @@ def _strip_shares(padded: int, side: int, workers: int) -> list[list[int]]:
         loads[least] += padded - first
     return [share[::-1] for share in shares if share]
 
+# %% ../nbs/06_clustering.ipynb #f75c8439
 def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, strip_width: int, slack: float, workers: int = 1):
     "Screen the symmetric scores `left @ right.T` in float32 strips of `side` rows, shared among `workers` threads: each row's candidate columns."
     count = len(left)
@@ -237,6 +241,7 @@ def _float32_candidates(left: torch.Tensor, right: torch.Tensor, side: int, stri
     for other in screens[1:]: screens[0].merge(other)
     return screens[0].candidates()
 
+# %% ../nbs/06_clustering.ipynb #51c41cd7
 def _whole_rows(rows: torch.Tensor, chunk: torch.Tensor, distance: str, slack: float) -> torch.Tensor:
     "The first neighbours of the points `chunk` from their whole float64 rows of scores: the best, ties to the lowest index."
     products = rows[chunk] @ rows.T                                   # (b, N)
@@ -252,6 +257,7 @@ def _first_neighbours(points: torch.Tensor, distance: str, block_size: int | Non
     many = len(points) ** 2 * points.shape[1] >= _THREADED_STRIPS and points.device.type == "cpu"
     return _screened_first_neighbours(points, distance, block_size, threads if many else 1)
 
+# %% ../nbs/06_clustering.ipynb #3a58bfe8
 def _screened_first_neighbours(points: torch.Tensor, distance: str, block_size: int | None = None, threads: int = 1) -> torch.Tensor:
     "The first neighbours (N,) of checked (N, D) `points`: float32 screening (on `threads` CPU threads), float64 decision of the close calls."
     count, dim = points.shape
@@ -294,6 +300,7 @@ def _screened_first_neighbours(points: torch.Tensor, distance: str, block_size: 
             neighbours[chunk] = _whole_rows(every, chunk, distance, slack64)
     return neighbours
 
+# %% ../nbs/06_clustering.ipynb #84daf1c9
 def first_neighbours(x, distance: str = "cosine", block_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     "Each row's first neighbour (nearest other row; ties: lowest index) and the distance to it: (N,) long, (N,) float64."
     check_distance(distance)
@@ -489,6 +496,7 @@ def _positive_integer(value: Any, name: str, meaning: str) -> int:
         raise ValueError(f"{name} must be a positive integer ({meaning}), got {value!r}")
     return int(value)
 
+# %% ../nbs/06_clustering.ipynb #218af66a
 def _kmeans_problem(points: Any, num_clusters: Any, sample_weight: Any) -> tuple[torch.Tensor, int, torch.Tensor]:
     "Checked k-means input: points (N, D) as a floating tensor where they are, k <= N, and weights (N,) beside them."
     points = points.detach() if isinstance(points, torch.Tensor) else torch.as_tensor(np.asarray(points))
@@ -519,6 +527,7 @@ def _squared_distances(centres: torch.Tensor, rows: torch.Tensor, row_norms: tor
     "||c - x||^2 (m, n) of centres (m, D) and rows (n, D) with squared norms (n,), clipped at 0."
     return torch.addmm((centres * centres).sum(1)[:, None], centres, rows.T, alpha=-2).add_(row_norms).clamp_min_(0)
 
+# %% ../nbs/06_clustering.ipynb #ea20c397
 def _kmeans_uniforms(restarts: int, num_clusters: int, seed: int, generator: torch.Generator | None, device) -> tuple[torch.Tensor, int]:
     "Every uniform draw of k-means++ for `restarts` restarts, (R, 1 + (k-1) L), made on the CPU; and L, the candidates per step."
     trials = 2 + int(math.log(num_clusters))                               # scikit-learn's number of local trials
@@ -549,6 +558,7 @@ def _plusplus(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, 
         closest = torch.minimum(closest, _squared_distances(points[best], points, norms))
     return torch.stack(chosen, 1)
 
+# %% ../nbs/06_clustering.ipynb #be41c6d1
 def _lloyd_pass(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, centroids: torch.Tensor,
                 previous: torch.Tensor | None = None, sums: torch.Tensor | None = None, mass: torch.Tensor | None = None,
                 bounds: tuple[torch.Tensor, torch.Tensor] | None = None, margin: float = 0.0):
@@ -602,6 +612,7 @@ def _lloyd_pass(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor
         mass += delta.sum(1)
     return labels, nearest, sums, mass, moved
 
+# %% ../nbs/06_clustering.ipynb #c11fe102
 def _kmeans_means(points: torch.Tensor, sums: torch.Tensor, mass: torch.Tensor, nearest: torch.Tensor) -> torch.Tensor:
     "The clusters' weighted means (R, k, D); an empty cluster moves to a point far from its centroid (the farthest first)."
     restarts = len(nearest)
@@ -612,6 +623,7 @@ def _kmeans_means(points: torch.Tensor, sums: torch.Tensor, mass: torch.Tensor, 
     rank = (empty.cumsum(1) - 1).clamp_min_(0)                                         # the e-th empty cluster takes the e-th farthest point
     return torch.where(empty[..., None], points[farthest.gather(1, rank)], means)
 
+# %% ../nbs/06_clustering.ipynb #0546f6d5
 def _lloyd(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, centroids: torch.Tensor, max_iter: int,
            tolerance: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     "Lloyd's iterations for R restarts at once, each until it converges: the final centroids (R, k, D) and iterations run (R,)."
@@ -648,6 +660,7 @@ def _lloyd(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, cen
     final[active] = centroids
     return final, iterations
 
+# %% ../nbs/06_clustering.ipynb #5db32176
 def kmeans_plusplus(points: Any, num_clusters: int, seed: int = 0, sample_weight: Any = None,
                     generator: torch.Generator | None = None) -> torch.Tensor:
     "Greedy k-means++ seeds (k, D) of `points` (N, D), in torch where the points are, drawn from `seed` (or `generator`)."
@@ -677,6 +690,7 @@ def kmeans(points: Any, num_clusters: int, seed: int = 0, n_init: int = 10, init
     best = (nearest * weights).sum(1).argmin().view(1)                                 # the restart of least inertia, on the device
     return centroids.index_select(0, best)[0], labels.index_select(0, best)[0]
 
+# %% ../nbs/06_clustering.ipynb #5794bf73
 def kmeans_inertia(points: Any, centroids: Any, sample_weight: Any = None) -> float:
     "The k-means objective J = sum_i w_i min_j ||x_i - c_j||^2 of `centroids` (k, D) on `points` (N, D), in float64."
     points, _, weights = _kmeans_problem(points, 1, sample_weight)
@@ -716,6 +730,7 @@ def _fcm_points(points: Any):
 def _floor(values, minimum: float):
     return values.clamp_min(minimum) if isinstance(values, torch.Tensor) else np.maximum(values, minimum)
 
+# %% ../nbs/06_clustering.ipynb #ba19ca53
 def _memberships(points, squared_norms, centroids, m: float):
     "FCM memberships from precomputed squared norms of the points (NumPy or torch): (N, k)."
     squared = _floor(squared_norms[:, None] - 2 * points @ centroids.T + (centroids ** 2).sum(1)[None, :], 1e-24)
@@ -737,6 +752,7 @@ def fuzzy_memberships(points: Any, centroids: Any, m: float = 2.0) -> np.ndarray
     points, centroids = _as_array(points).astype(np.float64), _as_array(centroids).astype(np.float64)
     return _memberships(points, (points ** 2).sum(1), centroids, m)
 
+# %% ../nbs/06_clustering.ipynb #cbc998e6
 def fuzzy_cmeans(points: Any, num_clusters: int, m: float = 2.0, seed: int = 0, init: Any = None,
                  sample_weight: Any = None, max_iter: int = 300, tol: float = 1e-4) -> FuzzyCMeansResult:
     "Fuzzy c-means (Bezdek) from k-means++ seeds (`kmeans_plusplus`) or the given `init` centroids, until no centroid coordinate moves `tol`."

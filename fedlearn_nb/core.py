@@ -152,6 +152,7 @@ def _parse_bool(value: str | bool) -> bool:
     if text in ("0", "false", "no", "off", ""): return False
     raise ValueError(f"cannot read {value!r} as true/false (use true or false)")
 
+# %% ../nbs/00_core.ipynb #ee2f13bb
 def _has_section(candidate: Path) -> bool:
     if not candidate.is_file(): return False
     parser = configparser.ConfigParser()
@@ -180,6 +181,7 @@ def find_settings_file(start: str | Path | None = None) -> Path | None:
     if project is not None and _has_section(project / "settings.ini"): return project / "settings.ini"
     return _nearest_settings(Path.cwd())
 
+# %% ../nbs/00_core.ipynb #b7b3c324
 def _convert(key: str, value: Any, base: Path) -> Any:
     if key in _PATH_KEYS:
         if value in (None, ""): return None
@@ -189,6 +191,7 @@ def _convert(key: str, value: Any, base: Path) -> Any:
     if key == "seed": return int(value)
     return str(value)
 
+# %% ../nbs/00_core.ipynb #46e2097e
 def load_settings(path: str | Path | None = None, **overrides) -> Settings:
     "Settings from `path` (or `find_settings_file()`), then `FEDLEARN_*` environment variables, then `overrides`."
     path = Path(path) if path else find_settings_file()
@@ -257,6 +260,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     "Write `text` (UTF-8) to `path` atomically."
     return atomic_write_bytes(path, text.encode("utf-8"))
 
+# %% ../nbs/00_core.ipynb #9966c436
 def _to_jsonable(value: Any) -> Any:
     if is_dataclass(value) and not isinstance(value, type): return _to_jsonable(asdict(value))
     if isinstance(value, Mapping): return {str(k): _to_jsonable(v) for k, v in value.items()}
@@ -291,6 +295,7 @@ def read_json(path: str | Path) -> Any:
     except json.JSONDecodeError as error:
         raise ValueError(f"{path} is not valid JSON ({error}); delete it to start that result afresh") from error
 
+# %% ../nbs/00_core.ipynb #c8c9c4d0
 _TEMPORARY = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # what mkstemp(prefix=".<name>.", suffix=".tmp") makes
 
 def remove_temporaries(folder: str | Path) -> list[Path]:

@@ -111,6 +111,7 @@ def _train_group(algorithm: Algorithm, group: Sequence[tuple[Client, FitIns, lis
     return [FitRes(parameters={k: stacked[k][g] for k in algorithm.shared_keys}, num_examples=client.num_examples,
                    metrics={"train_loss": (totals[g] / max(counts[g], 1)).item()}) for g, client in enumerate(clients)]
 
+# %% ../nbs/11b_execution.ipynb #abfefc9b
 def fit_clients_batched(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
                         group_size: int | None = None) -> list[tuple[Client, FitRes]]:
     "Every instructed client's local SGD, a group of clients at a time as one vectorised computation: (client, FitRes) in order."
@@ -148,6 +149,7 @@ def check_scheduling(client_batching: str, client_workers: int) -> None:
     if client_batching not in CLIENT_BATCHING: raise ValueError(f"client_batching must be one of {CLIENT_BATCHING}, got {client_batching!r}")
     _worker_count(client_workers, 1)  # an int >= 0
 
+# %% ../nbs/11b_execution.ipynb #d4e4e115
 def fit_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, FitIns]],
                 client_batching: str = "auto", client_workers: int = 1, average: RunningAverage | None = None) -> list[tuple[Client, FitRes]]:
     "The local updates of a round: batched when `client_batching` is 'batched' (or 'auto' and the set-up allows it), else one client after another (in `client_workers` processes when the algorithm allows it); the loop adds each upload to `average` as it arrives."
@@ -207,6 +209,7 @@ def _global_random_state() -> tuple:
 _NUMPY_DTYPES = {torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
                  torch.complex64, torch.complex128}
 
+# %% ../nbs/11b_execution.ipynb #a81daebf
 class _ResultPickler(pickle.Pickler):
     "Pickles plain CPU tensors as numpy arrays: one memory copy each (torch's own pickling writes a small archive per tensor)."
     def reducer_override(self, obj):
@@ -235,6 +238,7 @@ def _work_in_worker(task: Callable[[int], Any], count: int, counter, connection,
             _save_result(("failed", index, f"its result could not be saved ({type(error).__name__}: {error})", traceback.format_exc()), path)
         connection.send(("saved", index, path))
 
+# %% ../nbs/11b_execution.ipynb #fda43644
 def _without_global_draws(algorithm: Algorithm, what: str, compute: Callable[[], Any], torch_too: bool = False) -> Any:
     "`compute()`, refused when it draws from numpy's or Python's global generator (or torch's, `torch_too`), whose state the loop carries from client to client."
     before = (_global_random_state(), torch.get_rng_state() if torch_too else None)
@@ -253,6 +257,7 @@ def _exit_reason(status: int) -> str:
 
 _NO_RESULT = object()  # a task's place before its result comes back
 
+# %% ../nbs/11b_execution.ipynb #2cd343d1
 def run_in_workers(task: Callable[[int], Any], count: int, workers: int, names: Sequence[str]) -> list:
     "`[task(i) for i in range(count)]`, shared out between this process and `workers - 1` forked ones, one math thread each; a failing or dying worker raises `ClientUpdateError` with `names[i]`."
     import multiprocessing, multiprocessing.connection, shutil, signal, sys, tempfile
@@ -316,6 +321,7 @@ def run_in_workers(task: Callable[[int], Any], count: int, workers: int, names: 
         shutil.rmtree(folder, ignore_errors=True)
     return results
 
+# %% ../nbs/11b_execution.ipynb #23786958
 def _as_the_loop_leaves_it(algorithm: Algorithm, instructions: Sequence[tuple[Client, Any]], results: Sequence[tuple]) -> list[tuple[Client, Any]]:
     "(client, result) in order from the workers' `(result, state or None, end)`s; the clients' changed states taken back, and the working model (and torch's generator, when `end` carries it) left as the loop leaves them."
     for (client, _), (_, state, _) in zip(instructions, results):
@@ -348,6 +354,7 @@ def _marks(value: Any) -> Any:
     if isinstance(value, np.ndarray): return ("array", id(value), hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest())
     return ("object", id(value), value if isinstance(value, (int, float, str, bool, type(None))) else None)
 
+# %% ../nbs/11b_execution.ipynb #70d6035a
 def evaluate_clients(algorithm: Algorithm, round: int, instructions: Sequence[tuple[Client, EvaluateIns]],
                      client_workers: int = 1) -> list[tuple[Client, EvaluateRes]]:
     "Every instructed client's evaluation, (client, EvaluateRes) in order: one after another, or in `client_workers` processes when `algorithm` allows them."

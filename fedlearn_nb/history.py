@@ -23,6 +23,7 @@ _PROTOCOL_NOTES = {
     "personalised": "each client's personalised model evaluated on its own test split",
 }
 
+# %% ../nbs/11a_history.ipynb #eaab4fbf
 class History:
     "Per-round records of a federated run, with tidy pandas views and a final/best summary."
     def __init__(self, records: list[dict] | None = None, seconds: list[float] | None = None, protocol: str = "global", name: str = ""):

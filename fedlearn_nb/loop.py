@@ -133,6 +133,7 @@ def check_model_input(model: nn.Module, data: FederatedData, model_name: str | N
                      f"{data.in_channels}-channel images {data.image_shape}; " + (fix or f"build the model for the data "
                      f"(e.g. build_model(name, in_channels={data.in_channels}, ...)), or use data with {first_conv.in_channels} channels"))
 
+# %% ../nbs/11c_loop.ipynb #d26e7f75
 def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, rounds: int, training: LocalTraining | None = None,
                    settings: RunSettings | None = None, *, run_dir: str | Path | None = None, resume: bool = True,
                    progress: bool = True, metadata: dict | None = None, callbacks: Sequence[Callable[[int, dict], None]] = (),
@@ -183,6 +184,7 @@ def run_experiment(algorithm: Algorithm, data: FederatedData, model: nn.Module, 
     bar.close()
     return history
 
+# %% ../nbs/11c_loop.ipynb #50a02914
 def run_round(algorithm: Algorithm, data: FederatedData, round: int, participants: Sequence[int], evaluate: bool = True,
               offline: Iterable[int] = (), settings: RunSettings = RunSettings()) -> dict:
     "One round: instructions to `participants`, their local updates (scheduled as `settings` say), aggregation and (optionally) evaluation; returns its record."

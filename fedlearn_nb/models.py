@@ -324,12 +324,14 @@ def _timm_backbone(model_name: str, in_channels: int, image_size: int) -> nn.Mod
     try: return timm.create_model(model_name, img_size=image_size, **options)   # ViTs: the position embedding's size
     except TypeError: return timm.create_model(model_name, **options)           # CNNs take any size
 
+# %% ../nbs/05_models.ipynb #7115eaa4
 def _is_fixed_size(backbone: nn.Module) -> bool:
     "Does the backbone take one image side only (a ViT's position embedding)?"
     from torchvision.models.vision_transformer import VisionTransformer
     if isinstance(backbone, VisionTransformer): return True
     return bool(getattr(backbone, "pretrained_cfg", None) and backbone.pretrained_cfg.get("fixed_input_size", False))
 
+# %% ../nbs/05_models.ipynb #27cc1ebc
 def backbone_architecture(name: str, in_channels: int = 3, image_size: int = 224, weights: Any = None) -> nn.Module:
     "The backbone `name` (a torchvision name of `BACKBONES` or 'timm:<model>') without its classifier, untrained by default."
     if not isinstance(name, str): raise TypeError(f"a backbone name must be a string, got {type(name).__name__}")
@@ -359,6 +361,7 @@ def backbone_architecture(name: str, in_channels: int = 3, image_size: int = 224
     raise ValueError(f"unknown backbone {name!r}{hint}; use one of {list(BACKBONES)}, 'timm:<model>' (with timm installed) "
                      "or pass an nn.Module")
 
+# %% ../nbs/05_models.ipynb #a5949877
 def _how_to_save(name: str | None) -> str:
     "How to write a weights file that fits backbone `name` (on a machine with internet)."
     if name and name.startswith("timm:"):
@@ -387,6 +390,7 @@ def resolve_weights_path(path: str | Path, name: str | None = None) -> Path:
     raise FileNotFoundError(f"backbone weights file {str(path)!r} does not exist, {where}; pass the path of a state_dict "
                             f"file of this backbone's architecture: {_how_to_save(name)}")
 
+# %% ../nbs/05_models.ipynb #a737d5bd
 def find_backbone_weights(name: str) -> Path | None:
     "The file `<name>.pt`, `.pth` or `.safetensors` ('timm:m' -> 'm') in $FEDLEARN_WEIGHTS_DIR, or None."
     folder = weights_folder()
@@ -412,6 +416,7 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
                          "save one with torch.save(backbone.state_dict(), path)")
     return dict(state)
 
+# %% ../nbs/05_models.ipynb #094b0723
 def _classifier_prefixes(backbone: nn.Module) -> tuple[str, ...]:
     "The state_dict prefixes of the classifier a full pre-trained model has and this backbone dropped."
     from torchvision.models.vision_transformer import VisionTransformer
@@ -438,6 +443,7 @@ def load_backbone_weights(backbone: nn.Module, path: str | Path, name: str | Non
     backbone.load_state_dict(state, strict=True)
     return backbone
 
+# %% ../nbs/05_models.ipynb #261e427c
 class InputCheck:
     "A forward pre-hook that refuses a batch with the wrong channel count (or, for a fixed-size backbone, the wrong side)."
     def __init__(self, name: str, in_channels: int, image_size: int | None):
@@ -455,6 +461,7 @@ class InputCheck:
                              f"is fixed), got {tuple(x.shape[-2:])}; resize the images (the loaders' image_size=) or build it "
                              "with that image_size and matching weights")
 
+# %% ../nbs/05_models.ipynb #85e94b28
 def pretrained_backbone(name: str | nn.Module, weights_path: str | Path | None = None, in_channels: int = 3,
                         image_size: int = 224, trainable: bool = False, weights: Any = None) -> nn.Module:
     "A backbone (a name, see `backbone_architecture`, or a module) with weights from the file you name, frozen unless `trainable`."
@@ -542,6 +549,7 @@ def _resnet10(num_classes, in_channels, image_size, stem="fedplvm"):
     "FedPLVM/FedPLCC's ResNet10: BasicBlock [1,1,1,1], 5x5 stride-2 stem, 512-d features."
     return ResNetClassifier(num_classes, in_channels, depth=10, stem=stem)
 
+# %% ../nbs/05_models.ipynb #1366bf40
 @register_model("resnet18")
 def _resnet18(num_classes, in_channels, image_size, stem="cifar", weights=None):
     "torchvision's ResNet-18 (CIFAR stem by default), 512-d features; `weights` need a download."
@@ -570,6 +578,7 @@ def _frozen_backbone_mlp(num_classes, in_channels, image_size, backbone="vit_tin
     return FrozenBackboneMLP(num_classes, backbone, hidden_dims, in_channels, image_size, weights, features_from,
                              backbone_weights, freeze_backbone)
 
+# %% ../nbs/05_models.ipynb #2c260827
 def build_model(name: str, num_classes: int, in_channels: int = 3, image_size: int = 32, seed: int | None = None,
                 **kw) -> nn.Module:
     "Build the registered network `name`; with `seed`, its initial weights depend only on that seed."

@@ -86,6 +86,7 @@ def rgb_to_hsv(images: torch.Tensor) -> torch.Tensor:
     hue = torch.where(delta > 0, (hue / 6) % 1.0, torch.zeros_like(hue))
     return torch.stack([hue, saturation, value], 1)
 
+# %% ../nbs/10_selfsupervised.ipynb #7788156f
 def hsv_to_rgb(images: torch.Tensor) -> torch.Tensor:
     "HSV (B, 3, H, W), hue in [0, 1) -> RGB."
     hue, saturation, value = images.unbind(1)
@@ -316,6 +317,7 @@ def build_pretrain_model(config: PretrainConfig, num_classes: int | None = None)
         return build_model("cpcfl_cnn", num_classes, **common)
     return build_model("cpcfl_pretrain", 1, method=config.method, projector_dim=config.projector_dim, **common)
 
+# %% ../nbs/10_selfsupervised.ipynb #1511c4fc
 def _pretrain_step_loss(model: nn.Module, target: nn.Module | None, view_1: torch.Tensor, view_2: torch.Tensor,
                         labels: torch.Tensor | None, config: PretrainConfig) -> torch.Tensor:
     if config.method == "simclr": return nt_xent_loss(model(view_1), model(view_2), config.tau)
@@ -326,6 +328,7 @@ def _pretrain_step_loss(model: nn.Module, target: nn.Module | None, view_1: torc
     with torch.no_grad(): t_1, t_2 = target(view_1), target(view_2)
     return byol_loss(p_1, t_2) + byol_loss(p_2, t_1)
 
+# %% ../nbs/10_selfsupervised.ipynb #c442b3df
 def pretrain_encoder(images: torch.Tensor, config: PretrainConfig, labels: torch.Tensor | None = None,
                      device: str | torch.device = "cpu", progress: bool = False) -> PretrainResult:
     "Pre-train an encoder on `images` (N, C, H, W), float in [0, 1] or uint8, as `config` says (CP-CFL Algorithm 1); labels only for 'supervised'."
@@ -433,6 +436,7 @@ def load_encoder(path: str | Path) -> dict:
     if isinstance(data, dict) and data and all(isinstance(v, torch.Tensor) for v in data.values()): return {"encoder": data, "config": {}}
     raise RuntimeError(f"{path} holds neither a saved encoder nor a state dict; delete it to pre-train again")
 
+# %% ../nbs/10_selfsupervised.ipynb #ff43bdf6
 def pretrained_encoder(config: PretrainConfig, images: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                        cache_dir: str | Path | None = None, device: str | torch.device | None = None,
                        progress: bool = False) -> tuple[dict, dict]:
