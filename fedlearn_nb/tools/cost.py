@@ -171,6 +171,7 @@ def _ccfc_tables() -> list[Table]:
 
 FEDCCL_METHODS = ("FedAvg", "FedProc", "FedPCL", "FedProto", "FPL", "FedCCL")
 
+# %% ../../nbs/97_cost.ipynb #fd5b00d2
 def _fedccl_tables() -> list[Table]:
     "FedCCL Tables 1-2 (Digit-5, Office-10; balanced and imbalanced), 3 (DomainNet) and 4 (intra-domain Dirichlet)."
     inter = dict(partition="domains", optimizer="adam", lr=1e-3, batch_size=64, local_epochs=1, rounds=60, model="fedccl_cnn5",
@@ -196,6 +197,7 @@ def _fedccl_tables() -> list[Table]:
 
 FEDPLCC_METHODS = ("FedAvg", "MOON", "FedProx", "FedProto", "FPL", "FCCL+", "FedPLVM", "FedPLCC")
 
+# %% ../../nbs/97_cost.ipynb #9f5d5aef
 def _fedplcc_tables() -> list[Table]:
     "FedPLCC Tables II-IV: Digit-5, Office-10, DomainNet; one client per domain, ResNet-10, 10 local epochs, batch 32."
     tables = []
@@ -215,6 +217,7 @@ def _fedplcc_tables() -> list[Table]:
 FEDCRL_METHODS = ("Local", "FedAvg", "FedProx", "pFedMe", "Ditto", "PerFedAvg", "FedRep", "LG-FedAvg", "FedPer", "MOON", "FedAMP",
                   "FedPCL", "FedProto", "FedALA", "FedGH", "FedCRL")
 
+# %% ../../nbs/97_cost.ipynb #f12df65b
 def _fedcrl_tables() -> list[Table]:
     "FedCRL Table II: CIFAR-10, EMNIST, CIFAR-100 in the practical (Dirichlet 0.1) and pathological settings, 20 clients, 500 rounds."
     from fedlearn_nb.federation import personalised_scheme
@@ -269,6 +272,7 @@ def _evaluation(algorithm, data: FederatedData, round: int) -> None:
     algorithm.aggregate_evaluate(round, evaluate_clients(algorithm, round, algorithm.configure_evaluate(round, data.clients)))
     algorithm.server_evaluate(round)
 
+# %% ../../nbs/97_cost.ipynb #e2b79cac
 def time_column(column: Column, rounds: int = 2, images: int | None = None, device: str | torch.device = "cpu",
                 target_seconds: float = 3.0) -> dict:
     "Time `column` on `device`: seconds per fit round and per evaluation, measured, or on a share of the images and scaled."
@@ -349,6 +353,7 @@ def partial_copy_factors(column: Column, timing: dict) -> tuple[float, float]:
     evaluated = column.shape.test or column.shape.train
     return fit, max(evaluated / max(timing.get("evaluated_images", 0), 1), 1.0)
 
+# %% ../../nbs/97_cost.ipynb #8410be71
 def project(table: Table, timings: Sequence[dict]) -> dict:
     "A table's projection from its columns' timings: per column the run's seconds and runs, and the table's total."
     columns = []
@@ -367,6 +372,7 @@ def project(table: Table, timings: Sequence[dict]) -> dict:
     return dict(paper=table.paper, table=table.name, methods=list(table.methods), seeds=list(table.seeds), timed_method=table.timed_method,
                 source=table.source, columns=columns, seconds=total)
 
+# %% ../../nbs/97_cost.ipynb #c61cb111
 def reproject(record: dict) -> dict:
     "The record with every table projected again from its stored timings and the declarations as they are now (no re-timing)."
     declared = {(t.paper, t.name): t for paper in PAPER_TABLES for t in PAPER_TABLES[paper]()} | {("smoke", "digits"): _smoke_tables()[0]}
@@ -389,6 +395,7 @@ def machine() -> dict:
                 torch=torch.__version__, threads=torch.get_num_threads(), cpus=os.cpu_count(), python=platform.python_version(),
                 load_average=list(os.getloadavg()) if hasattr(os, "getloadavg") else None, time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
+# %% ../../nbs/97_cost.ipynb #50d5e95f
 def measure(request: str, scale: str = "paper", rounds: int = 2, images: int | None = None, device: str = "auto",
             progress: Callable[[str], None] | None = None) -> dict:
     "Time every headline column of the papers `request` names and project each table: the record `--json` writes."

@@ -73,6 +73,7 @@ def write_notebook(path: str | Path, cells: list[dict]) -> Path:
     nbformat.write(notebook, path)
     return path
 
+# %% ../../nbs/90_docs.ipynb #579a04f0
 _EXAMPLE_QUARTO = """\
 project:
   type: website
@@ -112,6 +113,7 @@ put_version_in_init = false
 _TINY_PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAMAAAACCAIAAAASFvFNAAAAFklEQVR4nGP4z8DAwPCfgYGB4T8DAwMAKPMD/X5+pS8AAAAASUVORK5CYII=")
 
+# %% ../../nbs/90_docs.ipynb #548bf1ed
 def make_example_project(dest: str | Path) -> Path:
     "Write a tiny nbdev project (chapters, papers with and without results, `_quarto.yml`) into `dest`."
     root = Path(dest)
@@ -156,6 +158,7 @@ def make_example_project(dest: str | Path) -> Path:
         if in_test is not None: os.environ["IN_TEST"] = in_test
     return root
 
+# %% ../../nbs/90_docs.ipynb #4fb3e0e3
 @contextlib.contextmanager
 def _working_directory(path: str | Path):
     "Run the block with `path` as the working directory (nbdev reads its config from there)."
@@ -222,6 +225,7 @@ def _sidebar_entries(items: list | str, nbs_dir: str, root: Path, where: str) ->
                              "{text: ..., href: ...} or {section: ..., contents: [...]}")
     return entries
 
+# %% ../../nbs/90_docs.ipynb #ca54417c
 def read_sidebar(quarto_yml: str | Path, nbs_dir: str = "nbs") -> tuple[str, list[NavSection]]:
     "The site title and the sidebar sections of a quarto website's `_quarto.yml`."
     quarto_yml = Path(quarto_yml)
@@ -342,6 +346,7 @@ def figure_cells(notebook) -> list:
         if FIGURE_CALLS.search(_source(cell)): cells.append(cell)
     return cells
 
+# %% ../../nbs/90_docs.ipynb #67afe995
 def _compress_png(data: bytes) -> bytes:
     "`data` as a 256-colour palette PNG when that is smaller."
     from PIL import Image
@@ -351,6 +356,7 @@ def _compress_png(data: bytes) -> bytes:
         palette.save(out, format="PNG", optimize=True)
     return out.getvalue() if len(out.getvalue()) < len(data) else data
 
+# %% ../../nbs/90_docs.ipynb #49de5dad
 def write_output_cache(executed, chapter: str | Path, cache_dir: str | Path) -> dict:
     "Save the figures of `executed` (the executed notebook of `chapter`) under `cache_dir`; returns the manifest (None written when it has nothing)."
     stem, folder = Path(chapter).stem, Path(cache_dir)
@@ -380,6 +386,7 @@ def write_output_cache(executed, chapter: str | Path, cache_dir: str | Path) -> 
     else: target.unlink(missing_ok=True)
     return manifest
 
+# %% ../../nbs/90_docs.ipynb #92bcd452
 def fill_from_output_cache(notebook, chapter: str | Path, cache_dir: str | Path) -> tuple[int, list[str]]:
     "Give the code cells of `notebook` that have no outputs the figures cached for their source; returns (figures added, digests of cached cells no longer in it)."
     import nbformat
@@ -402,6 +409,7 @@ def fill_from_output_cache(notebook, chapter: str | Path, cache_dir: str | Path)
             added += 1
     return added, [d for d in figures if d not in seen]
 
+# %% ../../nbs/90_docs.ipynb #d7b6792e
 def check_output_cache(project_root: str | Path = ".") -> list[str]:
     "What is missing or stale in the committed figure cache of the chapters (reads the notebooks, executes nothing)."
     from nbdev.config import get_config
@@ -430,6 +438,7 @@ def check_output_cache(project_root: str | Path = ".") -> list[str]:
             problems.append(f"nbs/{OUTPUTS_DIR}/{manifest_path.name} caches a chapter that is gone: delete it and nbs/{OUTPUTS_DIR}/{manifest_path.stem}/")
     return problems
 
+# %% ../../nbs/90_docs.ipynb #e90581b3
 def refresh_output_cache(project_root: str | Path = ".", execute: bool | Iterable[str] = True, jobs: int = 1,
                          cell_timeout: int = 300, use_cache: bool = True) -> dict[str, str]:
     "Execute the chapters that draw (all, or those matching the patterns `execute`) and write their figures to the cache; returns chapter -> what happened."
@@ -472,6 +481,7 @@ def _show_doc_plan(cell) -> str | None:
     imports = [ast.unparse(t) for t in trees if isinstance(t, (ast.Import, ast.ImportFrom))]
     return "\n".join(imports) or None
 
+# %% ../../nbs/90_docs.ipynb #5eccf1f3
 class ShowDocRunner(_nbdev_exec_show_docs):
     "nbdev's `exec_show_docs`, but running only the imports of mixed cells, `#| exec_doc` cells of any notebook, and collecting errors instead of raising."
     def begin(self):
@@ -496,6 +506,7 @@ class DocsFilter(_NbdevFilterDefaults):
     def base_procs(self):
         return [ShowDocRunner if proc is _nbdev_exec_show_docs else proc for proc in super().base_procs()]
 
+# %% ../../nbs/90_docs.ipynb #b7ea3107
 def process_notebook(notebook, path: str | Path, project_root: str | Path, errors: list | None = None):
     "Run nbdev's documentation processors on `notebook` (read from `path`), as `nbdev-docs` does; returns it."
     from fastcore.nbio import dict2nb
@@ -525,6 +536,7 @@ def _close_shells(processor) -> None:
         try: shell.history_manager.end_session()
         except Exception: pass
 
+# %% ../../nbs/90_docs.ipynb #cc9945ab
 def nbformat_json(notebook) -> str:
     "A notebook node (nbformat or fastcore) as notebook JSON, without nbdev's working attributes (`idx_`, ...)."
     from fastcore.nbio import nb2dict
@@ -736,6 +748,7 @@ def _csv_table(path: Path, max_rows: int) -> str:
     if more > 0: table += f'\n<p class="fl-note">... and {more} more rows in {html.escape(path.name)}.</p>'
     return table
 
+# %% ../../nbs/90_docs.ipynb #b60f8651
 def _no_results(paper: str) -> dict:
     return _markdown(f'<p class="fl-note fl-no-results">No committed results yet: run the paper notebook '
                      f'(<code>fedlearn-repro run {html.escape(paper)}</code>) and publish it under '
@@ -758,6 +771,7 @@ def summary_files(folder: str | Path) -> list[Path]:
         if files: return files
     return []
 
+# %% ../../nbs/90_docs.ipynb #960b033c
 def results_summary_cells(paper: str, results_root: str | Path, link_prefix: str = "results", max_rows: int = 200) -> list[dict]:
     "Markdown cells for the top of a paper's page: the tables and figures of its most complete committed run, the run's notes folded."
     folder = Path(results_root)/paper
@@ -786,6 +800,7 @@ def results_position(cells: list) -> int:
         if cell["cell_type"] == "code" or (cell["cell_type"] == "markdown" and re.match(r"\s*#{1,6}\s", cell["source"])): return i
     return len(cells)
 
+# %% ../../nbs/90_docs.ipynb #5a0a99bf
 def results_cells(paper: str, results_root: str | Path, link_prefix: str = "results", max_rows: int = 200,
                   skip: Iterable[Path] = ()) -> list[dict]:
     "Markdown cells showing the committed results of `paper` (from `results_root/paper/`) but those in `skip`, or saying there are none."
@@ -816,6 +831,7 @@ def results_cells(paper: str, results_root: str | Path, link_prefix: str = "resu
         if records: cells.append(_markdown(f'<p class="fl-source">Run records, histories and the executed notebook: {", ".join(records)}</p>'))
     return cells
 
+# %% ../../nbs/90_docs.ipynb #ea13dab1
 def add_results(nb, paper: str, results_root: str | Path):
     "Put the committed results of `paper` into its processed notebook `nb`: the summary after the introduction, every other file at the end."
     from fastcore.nbio import dict2nb
@@ -849,6 +865,7 @@ class _Annotation:
     def __init__(self, text: str): self.text = text
     def __repr__(self) -> str: return self.text
 
+# %% ../../nbs/90_docs.ipynb #fee54d6b
 def signature_text(obj) -> str:
     "The call signature of `obj` as written in its source (`(side: float) -> float`), without `self`; '' if none."
     import inspect
@@ -868,6 +885,7 @@ def _summary(obj) -> str:
     text = (inspect.getdoc(obj) or "").strip().split("\n\n")[0]
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(" ".join(text.split())))
 
+# %% ../../nbs/90_docs.ipynb #be4c9a4d
 def api_reference_cells(library: str | Path, chapter_titles: dict[str, str] | None = None) -> list[dict]:
     "Markdown cells listing every public symbol of the library in `library`: signature, summary, chapter link."
     import importlib
@@ -928,6 +946,7 @@ window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\(', '\\)']], displayMath: [
 
 SEARCH_SCRIPT_FILE = "site_libs/search.js"  # the search box; it loads search_index.js (written by the build) on first use
 
+# %% ../../nbs/90_docs.ipynb #8e12a70e
 def _nav_html(sections: list[NavSection], titles: dict[str, str], current: str, prefix: str) -> str:
     def _entries(entries, depth):
         items = []
@@ -958,6 +977,7 @@ def _toc_html(toc: list[tuple[int, str, str]]) -> str:
     items = "\n".join(f'<li class="fl-toc-{level}"><a href="#{slug}">{html.escape(text)}</a></li>' for level, slug, text in toc)
     return f'<nav class="fl-toc" aria-label="On this page"><h2>On this page</h2><ul>{items}</ul></nav>'
 
+# %% ../../nbs/90_docs.ipynb #75a2c35f
 def layout_page(body: str, title: str, page: str, site_title: str, sections: list[NavSection],
                 titles: dict[str, str], toc: list[tuple[int, str, str]] = (), description: str = "",
                 notes: Iterable[str] = (), mathjax_url: str | None = None,
@@ -1035,6 +1055,7 @@ def write_search_index(dest: str | Path, entries: list[dict]) -> Path:
     target.write_text("window.FL_SEARCH_INDEX = " + json.dumps(entries, ensure_ascii=False, separators=(",", ":")) + ";\n", encoding="utf-8")
     return target
 
+# %% ../../nbs/90_docs.ipynb #25a5f7cd
 _SEARCH_SCRIPT = r"""// fedlearn-docs: offline search over search_index.js (written by the build)
 (function () {
   var script = document.currentScript, root = (script && script.getAttribute('data-root')) || '', loading = null;
@@ -1129,6 +1150,7 @@ def page_links(text: str) -> _PageLinks:
 _LOCAL_SCHEMES = ("mailto", "javascript", "data", "tel")
 _MARKDOWN_LINK = re.compile(r"(!?\[[^\]\n]*\]\()([^)\s]+)(\))")  # [text](target) and ![alt](target)
 
+# %% ../../nbs/90_docs.ipynb #e657b350
 def check_site_links(site: str | Path) -> list[str]:
     "Every problem with the links of a built site: a link without text, a file or #anchor that is not there, anything loaded from another host."
     site = Path(site).resolve()
@@ -1152,6 +1174,7 @@ def check_site_links(site: str | Path) -> list[str]:
                 if unquote(parts.fragment) not in ids: problems.append(f"{where}: {url}: {target.name} has no #{parts.fragment}")
     return problems
 
+# %% ../../nbs/90_docs.ipynb #350d25b4
 def repair_anchors(site: str | Path) -> int:
     "Point links to a missing `#Class.method` anchor at the nearest one there (`#class`), else at the page; returns how many."
     site = Path(site).resolve()
@@ -1171,6 +1194,7 @@ def repair_anchors(site: str | Path) -> int:
         if new != text: page.write_text(new, encoding="utf-8")
     return repaired
 
+# %% ../../nbs/90_docs.ipynb #4f20b508
 def check_markdown_links(path: str | Path, root: str | Path | None = None) -> list[str]:
     "Every relative link (or image) of the markdown file `path` whose file is missing, or that leaves `root` (default: its folder)."
     path = Path(path).resolve()
@@ -1184,7 +1208,6 @@ def check_markdown_links(path: str | Path, root: str | Path | None = None) -> li
         if not resolved.is_relative_to(root): problems.append(f"{path.name}: {target} points outside {root.name}")
         elif not resolved.exists(): problems.append(f"{path.name}: {target} does not exist")
     return problems
-
 
 # %% ../../nbs/90_docs.ipynb #7f2f1067
 GENERATED_PAGES = {"api.qmd": "API reference"}  # pages the builder writes itself (source name -> title)
@@ -1240,6 +1263,7 @@ def _find_sources(root: Path, sections: list[NavSection], nbs_dir: str, papers_d
     sources = [s for s in dict.fromkeys(listed + found) if s not in missing]
     return sources, missing
 
+# %% ../../nbs/90_docs.ipynb #cad54f41
 def _copy_results(root: Path, papers_dir: str, dest: Path) -> None:
     source = root/papers_dir/"results"
     if not source.is_dir(): return
@@ -1258,6 +1282,7 @@ def _prepare_dest(dest: Path, root: Path) -> None:
         shutil.rmtree(dest)
     dest.mkdir(parents=True, exist_ok=True)
 
+# %% ../../nbs/90_docs.ipynb #03934997
 def _write_static(root: Path, dest: Path) -> None:
     from pygments.formatters import HtmlFormatter
     (dest/"site_libs").mkdir(parents=True, exist_ok=True)
@@ -1411,6 +1436,7 @@ def _restage_yml(node: Any, nbs_dir: str) -> Any:
         return "/" + node if any(c in node for c in "*?[") else node  # Quarto's globs recurse unless rooted
     return node
 
+# %% ../../nbs/90_docs.ipynb #5d366cd9
 def stage_quarto_project(project_root: str | Path = ".", stage: str | Path | None = None,
                          execute: bool | Iterable[str] = True, cell_timeout: int = 300, use_cache: bool = True,
                          papers_dir: str = "papers") -> Path:
@@ -1459,6 +1485,7 @@ def stage_quarto_project(project_root: str | Path = ".", stage: str | Path | Non
     if (root/papers_dir/"results").is_dir(): shutil.copytree(root/papers_dir/"results", stage/papers_dir/"results")
     return stage
 
+# %% ../../nbs/90_docs.ipynb #a6798648
 def render_with_quarto(project_root: str | Path = ".", dest: str | Path | None = None, **kwargs) -> Path:
     "Stage the project for Quarto and run `quarto render` on it; the site lands in `dest` (default: doc_path)."
     from nbdev.config import get_config
@@ -1501,6 +1528,7 @@ def readme_markdown(index: str | Path = "nbs/index.ipynb", readme_dir: str | Pat
             if code: parts.append(f"```python\n{code}\n```")
     return "\n\n".join(p for p in parts if p) + "\n"
 
+# %% ../../nbs/90_docs.ipynb #d7773297
 def project_readme(project_root: str | Path = ".") -> str:
     "The README.md the project's index notebook makes: links relative to the project root, generated pages on the published site."
     from nbdev.config import get_config

@@ -278,6 +278,7 @@ def _node_client_id(context: Context, federation: FederatedData) -> int:
         raise KeyError("this SuperNode has no partition: start it with --node-config 'partition-file=\"client-0.pt\"' (or partition-id=0)")
     return int(context.node_config["partition-id"])
 
+# %% ../../nbs/93_flower.ipynb #65491470
 def _node_setup(context: Context, experiment: str, data: FederatedData | None) -> tuple[Algorithm, Client, dict]:
     "The node's algorithm and client for `experiment` (from the set-up the server sent), and that set-up."
     spec = from_records(context.state, f"fedlearn.setup.{experiment}")
@@ -296,6 +297,7 @@ def node_reply(message: Message, context: Context, data: FederatedData | None = 
     "A node's reply to one Flower message: `node_answer` to its content."
     return Message(node_answer(message.content, context, data), reply_to=message)
 
+# %% ../../nbs/93_flower.ipynb #33e2bd63
 def node_answer(content: RecordDict, context: Context, data: FederatedData | None = None) -> RecordDict:
     "A node's answer to one message's records: set-up, a query, or our client hook (`client_fit` / `client_evaluate`) on its client."
     control = dict(content["control"])
@@ -452,6 +454,7 @@ def flower_folder(config: RunConfig) -> Path:
     folder = run_folder(config)
     return folder.with_name(folder.name + "-flower")
 
+# %% ../../nbs/93_flower.ipynb #34ef939b
 def serve_experiment(grid: Grid, node_ids: Sequence[int], config: RunConfig, resume: bool = True, progress: bool = True,
                      callbacks: Sequence[Callable[[int, dict], None]] = (), threads: int = 1, folder: str | Path | None = None,
                      state_dir: str | Path | None = None, timeout: float | None = None) -> History:
@@ -576,6 +579,7 @@ wait-s = 300
 timeout-s = 0
 """
 
+# %% ../../nbs/93_flower.ipynb #98220aa0
 def write_flower_app(folder: str | Path) -> Path:
     "A Flower App folder (pyproject.toml only) whose ServerApp and ClientApp are this module's `serverapp` and `clientapp`."
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
@@ -606,6 +610,7 @@ def _stop(processes: Sequence[subprocess.Popen], grace: float = 10.0) -> None:
         with contextlib.suppress(subprocess.TimeoutExpired): process.wait(max(0.1, deadline - time.monotonic()))
         with contextlib.suppress(ProcessLookupError): os.killpg(process.pid, signal.SIGKILL)   # leftovers of the session
 
+# %% ../../nbs/93_flower.ipynb #575a2d06
 def run_deployment(config: RunConfig, partitions: Sequence[str | Path], workdir: str | Path, timeout: float = 900.0,
                    threads: int = 1, resume: bool = False) -> History:
     "The recipe as code: a SuperLink and one SuperNode per partition file, separate processes on 127.0.0.1, `flwr run`; all stopped at the end."

@@ -105,6 +105,7 @@ SYNTHETIC = ["SDA-FC-KM", "SDA-FC-FCM", "PPFC-GAN"]   # the clients' GANs, train
 SECTIONS = ["tables_1_2", "table_4", "figure_3", "table_3", "figure_4", "figure_5", "figure_6", "figure_7"]
 DATA_NOT_AVAILABLE = "skipped (data not available)"
 
+# %% ../../../nbs/95e_protocol_ccfc.ipynb #4074b0c8
 def title(name: str) -> str:
     "A dataset's title in our tables (a stand-in says so)."
     return DATASET_SETUP[name]["title"] + (" (stand-in: digits)" if name == "digits" else "")
@@ -312,6 +313,7 @@ def wide(table: pd.DataFrame) -> pd.DataFrame:
     "Ours / paper side by side, one row per (dataset, p), one column pair per method."
     return table.pivot_table(index=["dataset", "p"], columns="method", values=["ours", "paper"], dropna=False, sort=False).round(4)
 
+# %% ../../../nbs/95e_protocol_ccfc.ipynb #c5da3e2e
 def ordering(values: dict) -> str:
     "Methods from best to worst ('>' between them; '=' where they tie to 3 decimals)."
     ranked = sorted(values.items(), key=lambda item: -item[1])
@@ -416,6 +418,7 @@ def run_method(self: Reproduction, method: str, name: str, p: float, seed: int, 
             self.local_models[key] = {c.id: c.state["local_model"] for c in parts["data"] if "local_model" in c.state}
     return row
 
+# %% ../../../nbs/95e_protocol_ccfc.ipynb #17f93bf0
 @patch
 def run_centralised(self: Reproduction, method: str, name: str, seed: int) -> dict:
     "Centralised KM or FCM on the pooled clustering set (its scores cached as JSON under runs/); record and return its scores."
@@ -461,6 +464,7 @@ def tables_1_2(self: Reproduction) -> tuple[pd.DataFrame, pd.DataFrame]:
     print("Table 2 (Kappa): ours vs paper"); display(wide(table_2))
     return table_1, table_2
 
+# %% ../../../nbs/95e_protocol_ccfc.ipynb #91946cad
 @patch
 def compare_orderings(self: Reproduction, table_1: pd.DataFrame, table_2: pd.DataFrame) -> pd.DataFrame:
     "The orderings of Tables 1 and 2 beside the paper's, written as orderings.csv and shown."
@@ -517,6 +521,7 @@ def table_4(self: Reproduction) -> pd.DataFrame | None:
         else: print("Table 4 needs CCFC, a dataset and its section; skipped")
     return table
 
+# %% ../../../nbs/95e_protocol_ccfc.ipynb #dc0116ff
 @patch
 def figure_3(self: Reproduction) -> pd.DataFrame | None:
     "One client's data in four spaces (t-SNE) with k-means' NMI in each; write figure_3.png and figure_3.csv."
@@ -588,6 +593,7 @@ def table_3(self: Reproduction) -> pd.DataFrame | None:
             self.spaces = {"spaces": spaces, "test": test}
     return table
 
+# %% ../../../nbs/95e_protocol_ccfc.ipynb #574c1f38
 @patch
 def figure_4(self: Reproduction) -> None:
     "t-SNE of the test images in each space of Table 3 (figure_4.png)."
@@ -647,6 +653,7 @@ def figure_5(self: Reproduction) -> pd.DataFrame | None:
         frame = pd.DataFrame(rows); atomic_write_csv(self.results / "figure_5.csv", frame); display(frame)
     return frame
 
+# %% ../../../nbs/95e_protocol_ccfc.ipynb #8d475355
 @patch
 def figure_6(self: Reproduction) -> pd.DataFrame | None:
     "k-FED, FFCM and CCFC at each disconnection rate (the connected runs reused); write figure_6.csv and figure_6.png."
@@ -674,6 +681,7 @@ def figure_6(self: Reproduction) -> pd.DataFrame | None:
         grid.savefig(self.results / "figure_6.png", dpi=120, bbox_inches="tight"); plt.show()
     return frame
 
+# %% ../../../nbs/95e_protocol_ccfc.ipynb #ee23a92f
 @patch
 def figure_7(self: Reproduction) -> pd.DataFrame | None:
     "CCFC's NMI and Kappa at each λ of Figure 7 (the dataset's λ reused from Tables 1-2); write figure_7.csv and figure_7.png."

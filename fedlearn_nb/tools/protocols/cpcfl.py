@@ -76,6 +76,7 @@ TASKS = {  # task -> (pre-training dataset, its split, client dataset)
 TITLES = {"digits": "digits", "stl10": "STL-10", "cifar10": "CIFAR-10", "mnist": "MNIST", "emnist": "EMNIST", "cifar100": "CIFAR-100",
           "fashion_mnist": "Fashion-MNIST"}
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #0a0319b6
 def task_title(task: str) -> str:
     "A task as the paper writes a column: 'CIFAR-10 to MNIST'."
     pre, _, client = TASKS[task]
@@ -425,6 +426,7 @@ def pretrained(self: Study, task: str, method: str, encoder: str = "cnn") -> Pat
         self._pretrained[key] = info["path"]
     return self._pretrained[key]
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #d93c6c81
 @patch
 def run_config(self: Study, task: str, seed: int, clients: int, total: int, name: str, algorithm: str = "local", algorithm_kwargs=None,
                head: int = 0, encoder: str = "cnn", **options) -> RunConfig:
@@ -446,6 +448,7 @@ def federation(self: Study, config: RunConfig):
     if key not in self._federations: self._federations[key] = build_federated_data(config, device=self.device)
     return self._federations[key]
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #813ef980
 @patch
 def experiment(self: Study, task: str, method: str, seed: int, N: int = 3, head: int = 0, encoder_epochs=None, global_encoder=False,
                encoder: str = "cnn", clients=None, total=None) -> dict:
@@ -477,6 +480,7 @@ def experiment(self: Study, task: str, method: str, seed: int, N: int = 3, head:
                           clients=clients, label=spec.label, seconds=time.perf_counter() - began)
     return self.runs[key]
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #0fe7218d
 @patch
 def centralised(self: Study, task: str, seed: int, by_group: bool) -> dict:
     "Table 5's centralised reference: CP-CFL's network from the SimCLR encoder on the clients' pooled data (all, or one model per group)."
@@ -518,6 +522,7 @@ def main_accuracy(self: Study) -> tuple:
         ours.loc[LABELS[method]], spread.loc[LABELS[method]] = np.mean(values[method], 0), np.std(values[method], 0, ddof=0)
     return ours, spread, notes
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #a9f91f73
 @patch
 def table_3(self: Study) -> pd.DataFrame:
     "Table 3: test accuracy at T = 25/50/75/100 of the seven methods on the main task, every seed."
@@ -555,6 +560,7 @@ def encoder(self: Study, task: str, method: str) -> torch.nn.Module:
     encoder.load_state_dict(load_encoder(self.pretrained(task, method))["encoder"])
     return encoder.to(self.device)
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #b21d0aa6
 @patch
 def encoder_choice(self: Study) -> pd.DataFrame:
     "Per pre-training method: the linear evaluation of its encoder on the main task's client pools and CP-CFL's final accuracy with it."
@@ -598,6 +604,7 @@ def figure_5(self: Study):
     fig.suptitle(f"Reproduces Figure 5 (cluster identity of every client per round; colour = chosen model)\nours: {self.column_source(MAIN_COLUMN)}")
     plt.tight_layout(); fig.savefig(self.results / "figure_5.png", dpi=120, bbox_inches="tight"); plt.show()
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #6a8cd823
 @patch
 def clustering_failure(self: Study) -> pd.DataFrame:
     "Per method and seed of the main comparison: failed rounds (every client on one model), restarts, final clusters and ARI; written and summarised."
@@ -624,6 +631,7 @@ def clustering_failure(self: Study) -> pd.DataFrame:
                   f"{', '.join('n/a' if pd.isna(a) else f'{a:.2f}' for a in rows.final_cluster_ari)}")
     return failures
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #99f85dd7
 @patch
 def table_4(self: Study) -> pd.DataFrame:
     "Table 4: F1 and AUROC at the final round, pooled over the clients, every seed."
@@ -689,6 +697,7 @@ def table_5(self: Study) -> tuple:
                                 {c: self.column_note.get(c, "") for c in PAPER["5_relevance"].index}, source=sources, columns=list(paper.columns))
     return table5, relevance_table
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #cdd12a78
 @patch
 def _head_table(self: Study, columns_tasks: dict, paper: pd.DataFrame, depths: Sequence[int]) -> tuple:
     "CP-CFL (SimCLR) with heads of 0-3 hidden layers at T = 25, 75, 100, per column's task."
@@ -715,6 +724,7 @@ def tables_6_and_A13(self: Study) -> tuple:
     ours, notes = self._head_table({"STL-10 to MNIST": self.column_task.get("STL-10 to MNIST")}, PAPER["A.13"], self.config["tableA13_heads"])
     return table6, self.emit("A.13", ours, PAPER["A.13"], notes, source=self.column_source("STL-10 to MNIST"), columns=["STL-10 to MNIST"])
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #dcc11686
 @patch
 def table_7(self: Study) -> pd.DataFrame:
     "Table 7: how many of the local epochs train the encoder, and a global encoder, per head."
@@ -743,6 +753,7 @@ def table_8(self: Study) -> pd.DataFrame:
         for name, r in checkpoints(self.config["rounds"]).items(): ours.loc[row, name] = at_round(run, r)
     return self.emit(8, ours, PAPER[8], notes, source=self.column_source(column), columns=[column])
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #cf67cf07
 @patch
 def table_9(self: Study) -> pd.DataFrame:
     "Table 9: CP-CFL (SimCLR) with N = 1 (FedAvg (SimCLR)) to 5 clusters."
@@ -812,6 +823,7 @@ def trial_tables(self: Study) -> dict:
     self.section("Tables 11, B.14-B.19 (trials = every seed)")
     return {11: self.trial_table(11, final), **{number: self.trial_table(number, lambda run, key=key: run["scores"][key]) for number, key in B_METRIC.items()}}
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #fe43a3db
 @patch
 def resnet_tables(self: Study) -> dict:
     "Tables 12 and C.20 (ResNet-18 encoder, head θ_c-1, best and final accuracy per trial) and D.21 (ResNet-50, head θ_c-2, first seed)."
@@ -859,6 +871,7 @@ def time_pretraining_epoch(self: Study, task: str, encoder: str) -> dict:
                 cpu_seconds_per_epoch=cpu * epoch_images / timed, wall_seconds_per_epoch=wall * epoch_images / timed,
                 cpu_seconds_per_100k_images=cpu * 100_000 / timed)
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #5a985f9e
 @patch
 def table_E22(self: Study) -> pd.DataFrame:
     "Table E.22: seconds per SimCLR epoch (measured here) and GFLOPs at 96x96 of the CNN, ResNet-18 and ResNet-50 encoders; the raw timing in table_E.22_timing.csv."

@@ -159,6 +159,7 @@ def _rows(columns: Sequence[str], table: dict) -> dict:
     "row -> column -> value; a FedAvg Δ (the paper's '-') is NaN."
     return {method: {c: float("nan") if (method, c) == ("FedAvg", "Δ") else v for c, v in zip(columns, values)} for method, values in table.items()}
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #6c4035ad
 PAPER = {
     ("1", "digit5"): _rows(DIGIT5_COLUMNS, {
         "FedAvg": [58.83, 29.93, 66.40, 60.10, 35.13, 50.08, 0.0], "FedProc": [63.27, 29.00, 68.53, 63.47, 35.80, 52.01, 1.93],
@@ -201,6 +202,7 @@ PAPER = {
 }
 FIGURE_POINTS = {"figure_5": {("FedCCL", 5.0): 68.40, ("FedCCL", 0.05): 21.55}, "figure_6": {}}   # (method, alpha) -> accuracy (%)
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #83c4f052
 def paper_table(table: str, block: str) -> pd.DataFrame:
     "One block of the paper's numbers as the paper prints it: a row per method, a column per domain or setting."
     return pd.DataFrame(PAPER[(table, block)]).T
@@ -288,6 +290,7 @@ class FedCCLProtocol:
         if self.stand_in: print("SMOKE SCALE: every number below comes from the embedded STAND-IN data (scikit-learn digits), not the paper's datasets.")
         return self
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #5f0f1df2
 def _registered(algorithm: str) -> bool:
     try: get_algorithm(algorithm); return True
     except KeyError: return False
@@ -322,6 +325,7 @@ def intra_labels(self: FedCCLProtocol, name: str) -> np.ndarray | str:
     "The training labels an intra-domain run of `name` partitions (the scale's class-balanced subset), or why its files are missing."
     return self._once(("intra", name), lambda: self._read_intra(name))
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #8e45d6bf
 @patch
 def _read_intra(self: FedCCLProtocol, name: str) -> np.ndarray | str:
     try: labels, _ = load_dataset(name, split="train").y.numpy(), load_dataset(name, split="test")
@@ -350,6 +354,7 @@ def _draw_partition(self: FedCCLProtocol, name: str, alpha: float | None, seed: 
     except ValueError as error:  # a split this data cannot give: the column is skipped, the notebook goes on
         return f"skipped: no {setting_label(alpha) if name in INTER else f'Dirichlet({alpha:g})'} partition of {name}: {error}"
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #6b33c3d7
 @patch
 def check_data(self: FedCCLProtocol) -> None:
     "Say which selected data is present; with none of it, stop (a clear error, nothing written) instead of writing empty tables."
@@ -368,6 +373,7 @@ def training(self: FedCCLProtocol, dataset: str) -> dict:
     if dataset in INTER: return self.config["inter"]
     return {**self.config["intra"], "local_epochs": INTRA[dataset]["local_epochs"], "model": INTRA[dataset]["model"]}
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #94011db5
 @patch
 def method_config(self: FedCCLProtocol, label: str, dataset: str, alpha: float | None, seed: int) -> RunConfig:
     "The RunConfig of one run: the engine draws its clients (FedPCL's per-domain sampling, or Dirichlet skew of the scale's cut)."
@@ -399,6 +405,7 @@ def method_config(self: FedCCLProtocol, label: str, dataset: str, alpha: float |
     config.name = run_name(slug(setting_name(dataset, alpha)), label, seed, [identity, sampling])
     return config
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #60845b72
 @patch
 def request(self: FedCCLProtocol, label: str, dataset: str, alpha: float | None, seed: int) -> RunRequest:
     "One run; FPL and FedPCL, baselines from another chapter, may fail: their entries then say why and the notebook goes on."
@@ -436,6 +443,7 @@ def planned_runs(self: FedCCLProtocol) -> list[tuple]:
         if paper_name == "fashion_mnist": add(self.config["fig6_methods"] or MAIN_METHODS, dataset, self.config["fig6_alphas"], self.secondary_seeds)  # Figure 6
     return list(dict.fromkeys(keys))
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #491d6849
 @patch
 def run_planned(self: FedCCLProtocol) -> pd.DataFrame:
     "Train every planned run (side by side with `parallel` > 1; finished ones are read back): a row per run, its CPU time and final accuracy."
@@ -461,6 +469,7 @@ def seed_frame(self: FedCCLProtocol, label: str, dataset: str, alpha: float | No
     if any(r is None for r in results): return None
     return pd.DataFrame([final_accuracies(r, self.window_of(dataset)) for r in results], index=list(seeds))
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #bc1f64d5
 @patch
 def seed_mean(self: FedCCLProtocol, label: str, dataset: str, alpha: float | None, seeds: Sequence[int]) -> dict | None:
     "`final_accuracies` averaged over `seeds` (None when the method cannot run here)."
@@ -508,6 +517,7 @@ def domain_row(values: dict | None, columns: Sequence[str], base: float | None =
     if "Δ" in columns and base is not None and row["Avg"] is not None: row["Δ"] = row["Avg"] - base
     return row
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #d58c81cb
 @patch
 def inter_table(self: FedCCLProtocol, table: str, alpha: float | None) -> pd.DataFrame:
     "Table 1 (alpha None: balanced) or 2 (Dirichlet alpha): every main method on Digit-5 and Office-10, shown and written."
@@ -532,6 +542,7 @@ def inter_table(self: FedCCLProtocol, table: str, alpha: float | None) -> pd.Dat
         show_block(frame, f"Table {table}: {INTER[paper_name]}, {'balanced' if alpha is None else f'imbalanced (Dirichlet α={alpha})'}")
     return self.tables.save(table)
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #5e4fabab
 @patch
 def domainnet_table(self: FedCCLProtocol) -> pd.DataFrame:
     "Table 3: every main method on DomainNet, balanced and imbalanced, shown and written."
@@ -570,6 +581,7 @@ def intra_table(self: FedCCLProtocol, table: str, labels: Sequence[str], paper_n
     show_block(frame, title)
     return self.tables.save(table)
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #4614de08
 @patch
 def ablation_inter_table(self: FedCCLProtocol) -> pd.DataFrame:
     "Table 5: neither, one or both contrasts (the ablation rows), Avg over domains on Digit-5 and Office-10, balanced and imbalanced."
@@ -589,6 +601,7 @@ def ablation_inter_table(self: FedCCLProtocol) -> pd.DataFrame:
     show_block(frame, "Table 5: local / global contrast, inter-domain (Avg over domains)")
     return self.tables.save("5")
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #bd3a9974
 @patch
 def averaging_table(self: FedCCLProtocol) -> pd.DataFrame:
     "Table 7: averaged against clustered local (imbalanced) and global (balanced) signals, Avg over domains."
@@ -614,6 +627,7 @@ def final_model(self: FedCCLProtocol, label: str, dataset: str, alpha: float | N
     set_parameters(model, state["algorithm"]["server"]["params"])
     return model.eval()
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #1665bd6f
 @patch
 def robustness_table(self: FedCCLProtocol) -> pd.DataFrame:
     "Table 8: clean, FGSM and PGD-20 accuracy of the final global models of FedAvg, FedAvg+ and FedCCL+ on MNIST and Fashion-MNIST."
@@ -662,6 +676,7 @@ def figure_3(self: FedCCLProtocol) -> None:
                 f"FedCCL Fig. 3: {INTRA[dataset]['title']}, imbalanced intra-domain (Dirichlet α={INTRA[dataset]['alpha']:g})"
                 + (" (STAND-IN data)" if self.stand_in else ""), "figure_3")
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #e3943f8b
 @patch
 def figure_4(self: FedCCLProtocol) -> None:
     "Figure 4: accuracy per round on DomainNet, balanced inter-domain; then the curves of every inter-domain setting we ran."
@@ -674,6 +689,7 @@ def figure_4(self: FedCCLProtocol) -> None:
                         f"FedCCL Table {1 if alpha is None else 2} runs: {INTER[dataset]}, {'balanced' if alpha is None else 'imbalanced'} inter-domain"
                         + (" (STAND-IN data)" if dataset in STAND_INS else ""), f"figure_curves_{slug(setting_name(dataset, alpha))}")
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #b3b8998f
 @patch
 def alpha_sweep(self: FedCCLProtocol, name: str, dataset: str, alphas: Sequence[float], labels: Sequence[str], metric: str, title: str) -> pd.DataFrame:
     "Final accuracy (%) of each of `labels` at each α (first seed), beside the paper's points: written as <name>.csv and drawn as <name>.png."
@@ -698,6 +714,7 @@ def alpha_sweep(self: FedCCLProtocol, name: str, dataset: str, alphas: Sequence[
     display(frame.pivot(index="method", columns="alpha", values="accuracy").round(2))
     return frame
 
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #367355b6
 @patch
 def figure_6(self: FedCCLProtocol) -> pd.DataFrame | None:
     "Figure 6: accuracy against α on Fashion-MNIST (the stand-in at smoke scale), imbalanced intra-domain."

@@ -270,6 +270,7 @@ def missing_reason(dataset: str, domain: str, options: dict) -> str:
     except DatasetNotFoundError as error: return skip_reason(error)
     return f"skipped: {dataset}/{domain} was not loaded"
 
+# %% ../../../nbs/95b_protocol_fedplcc.ipynb #f5f102cf
 @patch
 def load_federations(self: FedPLCCProtocol) -> dict[str, FederatedData | None]:
     "Each selected dataset's federation, built by the engine from its first run's config (None when no domain is present); an error when none is."
@@ -296,6 +297,7 @@ def load_federations(self: FedPLCCProtocol) -> dict[str, FederatedData | None]:
                                    "or run scale='smoke' on the embedded stand-in; no table was written.")
     return self.federations
 
+# %% ../../../nbs/95b_protocol_fedplcc.ipynb #09f6923d
 @patch
 def present(self: FedPLCCProtocol) -> list[str]:
     "The selected datasets with at least one domain on disk."
@@ -341,6 +343,7 @@ def final_accuracies(self: FedPLCCProtocol, dataset: str, label: str) -> tuple[p
     frame = pd.DataFrame(rows)
     return frame.mean(), (frame.std(ddof=1) if len(frame) > 1 else frame.mean() * np.nan)
 
+# %% ../../../nbs/95b_protocol_fedplcc.ipynb #d6a527e4
 @patch
 def reductions(self: FedPLCCProtocol, dataset: str) -> str:
     "What this scale changes from the paper's set-up on `dataset`, in one line (printed above its table)."
@@ -368,6 +371,7 @@ def emit(self: FedPLCCProtocol, number: int, ours: pd.DataFrame, paper: pd.DataF
     if len(row_notes): display(row_notes)
     return table
 
+# %% ../../../nbs/95b_protocol_fedplcc.ipynb #fbacac40
 @patch
 def accuracy_table(self: FedPLCCProtocol, number: int) -> pd.DataFrame:
     "Table II, III or IV: our final accuracy per method and domain beside the paper's, written as table_<number>.csv."
@@ -407,6 +411,7 @@ def accuracy_table(self: FedPLCCProtocol, number: int) -> pd.DataFrame:
             notes.update({m: "; ".join(n for n in (notes.get(m, ""), stand_in) if n) for m in paper.index})
     return self.emit(number, ours, paper, notes, std)
 
+# %% ../../../nbs/95b_protocol_fedplcc.ipynb #b487156c
 @patch
 def method_ordering(self: FedPLCCProtocol, tables: list[pd.DataFrame]) -> pd.DataFrame:
     "Spearman's rank correlation of our Avg. with the paper's over the methods of each table (at least three), written as method_ordering.csv."
@@ -446,6 +451,7 @@ def ablation_dataset(self: FedPLCCProtocol) -> str | None:
     "The present dataset that is Digit-5 or stands in for it (Table V and Figures 4-5 run on it), or None."
     return next((d for d in self.present() if paper_benchmark(d) == "digit5"), None)
 
+# %% ../../../nbs/95b_protocol_fedplcc.ipynb #2bf02bd8
 @patch
 def ablation_table(self: FedPLCCProtocol) -> pd.DataFrame:
     "Table V: FedPLCC's ablation rows (run with the headline seeds) beside the paper's, written as table_5.csv."
@@ -469,6 +475,7 @@ def ablation_table(self: FedPLCCProtocol) -> pd.DataFrame:
         if self.skipped.get(dataset): notes = {k: f"{v}; ours over the present domains only ({', '.join(self.skipped[dataset])} skipped)" for k, v in notes.items()}
     return self.emit(5, ours, paper, notes, std)
 
+# %% ../../../nbs/95b_protocol_fedplcc.ipynb #69f7557c
 @patch
 def sweep_points(self: FedPLCCProtocol) -> list[tuple]:
     "(sweep, value, dataset, label, kwargs) of every point of the selected sweeps; a value equal to the default is the main FedPLCC run."
