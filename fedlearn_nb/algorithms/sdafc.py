@@ -36,6 +36,7 @@ def _check_image_shape(image_shape: Sequence[int]) -> tuple[int, int, int]:
         raise ValueError(f"the GANs need square images with a side divisible by 4 and >= 8 (e.g. 28x28, 32x32), got {shape}")
     return shape
 
+# %% ../../nbs/54_sdafc.ipynb #eeb509ba
 class Generator(nn.Module):
     "DCGAN-style generator: [categorical code, noise] -> FC -> FC to (2w, s/4, s/4) -> deconv w -> deconv C, sigmoid."
     def __init__(self, image_shape: Sequence[int], noise_dim: int = 62, code_dim: int = 10, width: int = 64, hidden_dim: int = 1024):
@@ -51,6 +52,7 @@ class Generator(nn.Module):
     def forward(self, latent: torch.Tensor) -> torch.Tensor:   # (B, code + noise) -> (B, C, H, W) in [0, 1]
         return self.deconv(self.fc(latent).view(-1, 2 * self.width, self.quarter, self.quarter))
 
+# %% ../../nbs/54_sdafc.ipynb #f73fba12
 class Discriminator(nn.Module):
     "DCGAN-style discriminator: three 4x4 stride-2 Conv-BN-LeakyReLU(0.2) blocks (w, 2w, 4w), FC hidden, FC 1 (a logit)."
     def __init__(self, image_shape: Sequence[int], width: int = 64, hidden_dim: int = 1024):
@@ -67,11 +69,13 @@ class Discriminator(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:         # (B, C, H, W) -> (B,) logits
         return self.fc(self.conv(x)).squeeze(1)
 
+# %% ../../nbs/54_sdafc.ipynb #d012a607
 def _init_gan_weights(module: nn.Module) -> None:
     "The authors' initialisation: conv, deconv and linear weights from N(0, 0.02), biases 0."
     if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
         nn.init.normal_(module.weight, 0.0, 0.02); nn.init.zeros_(module.bias)
 
+# %% ../../nbs/54_sdafc.ipynb #54c27e0d
 class GAN(nn.Module):
     "A generator and its discriminator (one state dict, so that FedAvg can average both)."
     def __init__(self, image_shape: Sequence[int], noise_dim: int = 62, code_dim: int = 10, width: int = 64, hidden_dim: int = 1024):
@@ -142,6 +146,7 @@ def _tensor_digest(x: torch.Tensor) -> str:
     "A digest of a tensor's values (a client's images)."
     return hashlib.sha1(x.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
 
+# %% ../../nbs/54_sdafc.ipynb #72c17c1c
 class SyntheticDataClustering(FederatedClustering):
     "Base of SDA-FC and PPFC-GAN: clients' GANs make synthetic data; the server clusters it; Eq. 3 labels the real data."
     name = "synthetic_data_clustering"
