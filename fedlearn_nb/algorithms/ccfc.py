@@ -164,6 +164,7 @@ class CCFC(FederatedClustering):
         if self.keep_local_models: client.state["local_model"] = get_parameters(model)
         return result
 
+# %% ../../nbs/53_ccfc.ipynb #ddc970dd
 @register_algorithm
 class SCFC(CCFC):
     "SCFC: CCFC reverted to SimSiam (two augmented views of an image are the positive pair), CCFC's sample-contrastive baseline."
