@@ -12,6 +12,8 @@ import math
 from collections import OrderedDict
 from typing import Any, Sequence
 
+from fastcore.basics import patch
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -168,12 +170,6 @@ class SyntheticDataClustering(FederatedClustering):
         self.betas, self.reuse_synthetic = tuple(float(b) for b in betas), bool(reuse_synthetic)
 
     # ---- the GANs ----
-    def new_gan(self, *keys) -> GAN:
-        "A GAN for the federation's images, initialised from the stream named by `keys`."
-        code_dim = self.k if self.code_dim is None else int(self.code_dim)
-        return build_gan(self.data.image_shape, self.seed_for("gan", *keys), noise_dim=self.noise_dim, code_dim=code_dim,
-                         width=self.gan_width, hidden_dim=self.gan_hidden_dim).to(self.device)
-
     def initialize(self) -> None:
         "The engine's initial state, plus the global GAN in the federated mode."
         super().initialize()
@@ -184,60 +180,76 @@ class SyntheticDataClustering(FederatedClustering):
         if self.gan == "local" and "centroids" in self.server: return []
         return super().configure_fit(round, clients)
 
-    def server_message(self, round: int, client: Client) -> FitIns:
-        "Nothing for a local GAN; the global GAN (generator and discriminator) for a federated one."
-        return FitIns(parameters={}, config={"round": round}, payload={"gan": self.server["gan"]} if self.gan == "federated" else {})
+# %% ../../nbs/54_sdafc.ipynb #539234ae
+@patch
+def new_gan(self: SyntheticDataClustering, *keys) -> GAN:
+    "A GAN for the federation's images, initialised from the stream named by `keys`."
+    code_dim = self.k if self.code_dim is None else int(self.code_dim)
+    return build_gan(self.data.image_shape, self.seed_for("gan", *keys), noise_dim=self.noise_dim, code_dim=code_dim,
+                     width=self.gan_width, hidden_dim=self.gan_hidden_dim).to(self.device)
 
-    def gan_signature(self, client: Client, round: int) -> str:
-        "Everything a local GAN's synthetic images depend on: the client's images, the GAN settings, the schedule, the seeds."
-        settings = (self.data.image_shape, self.k if self.code_dim is None else self.code_dim, self.noise_dim, self.gan_width,
-                    self.gan_hidden_dim, self.lr_generator, self.lr_discriminator, self.betas, self.lr_decay, self.synthetic_per_client,
-                    self.training.epochs, self.training.steps, self.training.batch_size, self.seed, round, client.id, str(self.device))
-        return f"{_tensor_digest(client.x_train)}-{settings!r}"
+@patch
+def server_message(self: SyntheticDataClustering, round: int, client: Client) -> FitIns:
+    "Nothing for a local GAN; the global GAN (generator and discriminator) for a federated one."
+    return FitIns(parameters={}, config={"round": round}, payload={"gan": self.server["gan"]} if self.gan == "federated" else {})
 
-    def client_fit(self, client: Client, ins: FitIns) -> FitRes:
-        "Train a GAN on the client's images (never its labels); upload synthetic images (local) or the GAN's weights (federated)."
-        round = ins.config.get("round", 0)
-        if self.gan == "local" and self.reuse_synthetic:
-            key = self.gan_signature(client, round)
-            if key in _SYNTHETIC_CACHE:
-                synthetic, metrics = _SYNTHETIC_CACHE[key]
-                return FitRes(parameters={}, num_examples=client.num_examples, metrics=dict(metrics), payload={"synthetic": synthetic.clone()})
-        gan = self.new_gan(client.id)
-        if self.gan == "federated": set_parameters(gan, ins.payload["gan"])
-        noise = self.generator(round, client.id, "gan")
-        metrics = train_gan(gan, client.x_train, self.training, noise, self.lr_generator, self.lr_discriminator, self.betas, self.lr_decay)
-        if self.gan == "federated": payload = {"gan": get_parameters(gan)}
-        else:
-            count = self.synthetic_per_client or client.num_examples
-            payload = {"synthetic": synthesize(gan, count, self.generator(round, client.id, "synthesize"))}
-        return FitRes(parameters={}, num_examples=client.num_examples, metrics={"train_loss": metrics["discriminator_loss"], **metrics}, payload=payload)
+# %% ../../nbs/54_sdafc.ipynb #210be739
+@patch
+def gan_signature(self: SyntheticDataClustering, client: Client, round: int) -> str:
+    "Everything a local GAN's synthetic images depend on: the client's images, the GAN settings, the schedule, the seeds."
+    settings = (self.data.image_shape, self.k if self.code_dim is None else self.code_dim, self.noise_dim, self.gan_width,
+                self.gan_hidden_dim, self.lr_generator, self.lr_discriminator, self.betas, self.lr_decay, self.synthetic_per_client,
+                self.training.epochs, self.training.steps, self.training.batch_size, self.seed, round, client.id, str(self.device))
+    return f"{_tensor_digest(client.x_train)}-{settings!r}"
 
-    def aggregate_fit(self, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
-        "Pool the uploaded synthetic images (local) or FedAvg the GANs and sample the global generator (federated); cluster them."
-        if not results: return {}
-        if self.gan == "federated":
-            self.server["gan"] = weighted_average([r.payload["gan"] for _, r in results], [r.num_examples for _, r in results])
-            gan = self.new_gan("global"); set_parameters(gan, self.server["gan"])
-            count = sum((self.synthetic_per_client or r.num_examples) for _, r in results)
-            synthetic = synthesize(gan, count, self.generator(round, "server", "synthesize"))
-        else:
-            synthetic = torch.cat([r.payload["synthetic"] for _, r in results])
-            if self.reuse_synthetic:
-                for client, result in results: self.keep_synthetic(client, round, result)
-        metrics = self.cluster_synthetic(synthetic.to(self.device), round)
-        return {"synthetic_images": float(len(synthetic)), **metrics}
-
-    def keep_synthetic(self, client: Client, round: int, result: FitRes) -> None:
-        "Keep a client's synthetic images and metrics for a later run with the same key (the server does it: a client only reads)."
+@patch
+def client_fit(self: SyntheticDataClustering, client: Client, ins: FitIns) -> FitRes:
+    "Train a GAN on the client's images (never its labels); upload synthetic images (local) or the GAN's weights (federated)."
+    round = ins.config.get("round", 0)
+    if self.gan == "local" and self.reuse_synthetic:
         key = self.gan_signature(client, round)
-        if key in _SYNTHETIC_CACHE: return
-        _SYNTHETIC_CACHE[key] = (result.payload["synthetic"].clone(), dict(result.metrics))
-        while len(_SYNTHETIC_CACHE) > SYNTHETIC_CACHE_SIZE: _SYNTHETIC_CACHE.popitem(last=False)
+        if key in _SYNTHETIC_CACHE:
+            synthetic, metrics = _SYNTHETIC_CACHE[key]
+            return FitRes(parameters={}, num_examples=client.num_examples, metrics=dict(metrics), payload={"synthetic": synthetic.clone()})
+    gan = self.new_gan(client.id)
+    if self.gan == "federated": set_parameters(gan, ins.payload["gan"])
+    noise = self.generator(round, client.id, "gan")
+    metrics = train_gan(gan, client.x_train, self.training, noise, self.lr_generator, self.lr_discriminator, self.betas, self.lr_decay)
+    if self.gan == "federated": payload = {"gan": get_parameters(gan)}
+    else:
+        count = self.synthetic_per_client or client.num_examples
+        payload = {"synthetic": synthesize(gan, count, self.generator(round, client.id, "synthesize"))}
+    return FitRes(parameters={}, num_examples=client.num_examples, metrics={"train_loss": metrics["discriminator_loss"], **metrics}, payload=payload)
 
-    def cluster_synthetic(self, images: torch.Tensor, round: int) -> dict:
-        "Set `server['centroids']` (and any model the clients need) from the pooled synthetic images; return server metrics."
-        raise NotImplementedError
+# %% ../../nbs/54_sdafc.ipynb #bee24457
+@patch
+def aggregate_fit(self: SyntheticDataClustering, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
+    "Pool the uploaded synthetic images (local) or FedAvg the GANs and sample the global generator (federated); cluster them."
+    if not results: return {}
+    if self.gan == "federated":
+        self.server["gan"] = weighted_average([r.payload["gan"] for _, r in results], [r.num_examples for _, r in results])
+        gan = self.new_gan("global"); set_parameters(gan, self.server["gan"])
+        count = sum((self.synthetic_per_client or r.num_examples) for _, r in results)
+        synthetic = synthesize(gan, count, self.generator(round, "server", "synthesize"))
+    else:
+        synthetic = torch.cat([r.payload["synthetic"] for _, r in results])
+        if self.reuse_synthetic:
+            for client, result in results: self.keep_synthetic(client, round, result)
+    metrics = self.cluster_synthetic(synthetic.to(self.device), round)
+    return {"synthetic_images": float(len(synthetic)), **metrics}
+
+@patch
+def keep_synthetic(self: SyntheticDataClustering, client: Client, round: int, result: FitRes) -> None:
+    "Keep a client's synthetic images and metrics for a later run with the same key (the server does it: a client only reads)."
+    key = self.gan_signature(client, round)
+    if key in _SYNTHETIC_CACHE: return
+    _SYNTHETIC_CACHE[key] = (result.payload["synthetic"].clone(), dict(result.metrics))
+    while len(_SYNTHETIC_CACHE) > SYNTHETIC_CACHE_SIZE: _SYNTHETIC_CACHE.popitem(last=False)
+
+@patch
+def cluster_synthetic(self: SyntheticDataClustering, images: torch.Tensor, round: int) -> dict:
+    "Set `server['centroids']` (and any model the clients need) from the pooled synthetic images; return server metrics."
+    raise NotImplementedError
 
 # %% ../../nbs/54_sdafc.ipynb #7df7ffcc
 SERVER_CLUSTERINGS = ("km", "fcm")
