@@ -11,6 +11,8 @@ import copy
 from collections import OrderedDict
 from typing import Any, Sequence
 
+from fastcore.basics import patch
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -56,20 +58,11 @@ class CCFC(FederatedClustering):
         self.blur_probability, self.blur_sigma = float(blur_probability), tuple(float(v) for v in blur_sigma)
         self.protocol = "global" if self.federated else "personalised"
 
-    def phase(self, round: int) -> str:
-        "The contrast of `round`: 'sample' (SimSiam on two views: SCFC, or a pre-training round) or 'cluster' (CCFC)."
-        return "sample" if self.contrast == "sample" or round <= self.pretrain_rounds else "cluster"
-
     def is_shared(self, name: str) -> bool:
         "Everything is averaged (per the `bn` policy) when federated; nothing leaves a standalone client."
         return self.federated and super().is_shared(name)
 
     # ---- server ----
-    def merge_centroids(self, local_centroids: Sequence[torch.Tensor], round: int) -> torch.Tensor:
-        "The server's k-means (k clusters) on the union of the clients' local centroids."
-        merged, _ = kmeans(torch.cat(list(local_centroids)), self.k, seed=self.seed_for(round, "server_kmeans"), n_init=self.kmeans_n_init)
-        return merged.float()
-
     def configure_fit(self, round: int, clients: Sequence[Client]) -> list[tuple[Client, FitIns]]:
         "Before the first round, the initial global centroids (clients' k-means of the initial model's latents, merged)."
         if self.federated and "centroids" not in self.server and clients:
@@ -77,11 +70,6 @@ class CCFC(FederatedClustering):
             local = [self.local_kmeans(self.embed(self.receive(c, start), c.x_train), 0, c.id) for c in clients]
             self.server["centroids"] = self.merge_centroids(local, 0)
         return super().configure_fit(round, clients)
-
-    def server_message(self, round: int, client: Client) -> FitIns:
-        "The global model and the global centroids (a standalone client gets nothing)."
-        payload = {"centroids": self.server["centroids"]} if self.federated else {}
-        return FitIns(parameters=self.server["params"], config={"round": round}, payload=payload)
 
     def aggregate_fit(self, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
         "FedAvg of the models (Eq. 8), then k-means of all local centroids for the new global centroids."
@@ -98,12 +86,6 @@ class CCFC(FederatedClustering):
             model = self.receive(client, ins if ins is not None else EvaluateIns(self.server.get("params", {})))
             client.state["centroids"] = self.local_kmeans(self.embed(model, client.x_train), 0, client.id)
         return client.state["centroids"]
-
-    def targets(self, client: Client, model: nn.Module, context: dict) -> torch.Tensor:
-        "Pseudo-labels of the client's data by Eq. 3 with the received model (the true labels are never seen)."
-        if context["phase"] != "cluster": return torch.zeros_like(client.y_train)            # SimSiam needs no labels
-        centroids = context["ins"].payload["centroids"] if self.federated else self.centroids_for(client)
-        return self.assign(self.embed(model, client.x_train), centroids).to(client.y_train.device)  # Eq. 3 with f^g
 
     def begin_local(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
         "The round's phase, the augmentation stream, a frozen copy of the received (global) model for the regulariser."
@@ -129,32 +111,6 @@ class CCFC(FederatedClustering):
         if self.persistent_optimizer: client.state["optimizer"] = context["optimizer"].state_dict()
         super().end_local(client, model, ins, context)
 
-    def view(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        "One augmented view of a batch (SimSiam's positive pairs)."
-        return augmented_view(x, generator, scale=self.view_scale, degrees=self.view_degrees,
-                              blur_probability=self.blur_probability, blur_sigma=self.blur_sigma)
-
-    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
-        "Eq. 4: cluster-contrastive loss on the pseudo-labels `y` + λ R; or SimSiam's loss on two views + λ R (SCFC)."
-        frozen = context.get("global_model")
-        if context["phase"] == "cluster":
-            latents = model.features(x)                                                  # z^l (B, D)
-            predictions = model.head(latents)                                            # p^l (B, D)
-            loss = cluster_contrastive_loss(predictions, latents, y, self_pairs=self.self_pairs)
-            if frozen is not None:
-                with torch.no_grad(): global_predictions = frozen(x)                     # p^g, Eq. 7
-                weighting = y if self.regulariser_weighting == "cluster" else None
-                loss = loss + self.lambda_ * ccfc_model_contrastive_loss(predictions, global_predictions, weighting)
-            return loss
-        view_1, view_2 = self.view(x, context["views"]), self.view(x, context["views"])
-        latents_1, latents_2 = model.features(view_1), model.features(view_2)
-        predictions_1, predictions_2 = model.head(latents_1), model.head(latents_2)
-        loss = simsiam_loss(predictions_1, predictions_2, latents_1, latents_2)
-        if frozen is not None:
-            with torch.no_grad(): global_1, global_2 = frozen(view_1), frozen(view_2)
-            loss = loss + self.lambda_ * 0.5 * (ccfc_model_contrastive_loss(predictions_1, global_1) + ccfc_model_contrastive_loss(predictions_2, global_2))
-        return loss
-
     def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
         "The trained model and k-means centroids of the client's latents under its trained encoder f^l."
         result = super().client_payload(client, model, ins, metrics)
@@ -164,6 +120,61 @@ class CCFC(FederatedClustering):
         if self.keep_local_models: client.state["local_model"] = get_parameters(model)
         return result
 
+# %% ../../nbs/53_ccfc.ipynb #e3398c3f
+@patch
+def phase(self: CCFC, round: int) -> str:
+    "The contrast of `round`: 'sample' (SimSiam on two views: SCFC, or a pre-training round) or 'cluster' (CCFC)."
+    return "sample" if self.contrast == "sample" or round <= self.pretrain_rounds else "cluster"
+
+@patch
+def merge_centroids(self: CCFC, local_centroids: Sequence[torch.Tensor], round: int) -> torch.Tensor:
+    "The server's k-means (k clusters) on the union of the clients' local centroids."
+    merged, _ = kmeans(torch.cat(list(local_centroids)), self.k, seed=self.seed_for(round, "server_kmeans"), n_init=self.kmeans_n_init)
+    return merged.float()
+
+@patch
+def server_message(self: CCFC, round: int, client: Client) -> FitIns:
+    "The global model and the global centroids (a standalone client gets nothing)."
+    payload = {"centroids": self.server["centroids"]} if self.federated else {}
+    return FitIns(parameters=self.server["params"], config={"round": round}, payload=payload)
+
+# %% ../../nbs/53_ccfc.ipynb #74f5590a
+@patch
+def targets(self: CCFC, client: Client, model: nn.Module, context: dict) -> torch.Tensor:
+    "Pseudo-labels of the client's data by Eq. 3 with the received model (the true labels are never seen)."
+    if context["phase"] != "cluster": return torch.zeros_like(client.y_train)            # SimSiam needs no labels
+    centroids = context["ins"].payload["centroids"] if self.federated else self.centroids_for(client)
+    return self.assign(self.embed(model, client.x_train), centroids).to(client.y_train.device)  # Eq. 3 with f^g
+
+@patch
+def view(self: CCFC, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    "One augmented view of a batch (SimSiam's positive pairs)."
+    return augmented_view(x, generator, scale=self.view_scale, degrees=self.view_degrees,
+                          blur_probability=self.blur_probability, blur_sigma=self.blur_sigma)
+
+@patch
+def loss(self: CCFC, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
+    "Eq. 4: cluster-contrastive loss on the pseudo-labels `y` + λ R; or SimSiam's loss on two views + λ R (SCFC)."
+    frozen = context.get("global_model")
+    if context["phase"] == "cluster":
+        latents = model.features(x)                                                  # z^l (B, D)
+        predictions = model.head(latents)                                            # p^l (B, D)
+        loss = cluster_contrastive_loss(predictions, latents, y, self_pairs=self.self_pairs)
+        if frozen is not None:
+            with torch.no_grad(): global_predictions = frozen(x)                     # p^g, Eq. 7
+            weighting = y if self.regulariser_weighting == "cluster" else None
+            loss = loss + self.lambda_ * ccfc_model_contrastive_loss(predictions, global_predictions, weighting)
+        return loss
+    view_1, view_2 = self.view(x, context["views"]), self.view(x, context["views"])
+    latents_1, latents_2 = model.features(view_1), model.features(view_2)
+    predictions_1, predictions_2 = model.head(latents_1), model.head(latents_2)
+    loss = simsiam_loss(predictions_1, predictions_2, latents_1, latents_2)
+    if frozen is not None:
+        with torch.no_grad(): global_1, global_2 = frozen(view_1), frozen(view_2)
+        loss = loss + self.lambda_ * 0.5 * (ccfc_model_contrastive_loss(predictions_1, global_1) + ccfc_model_contrastive_loss(predictions_2, global_2))
+    return loss
+
+# %% ../../nbs/53_ccfc.ipynb #ddc970dd
 @register_algorithm
 class SCFC(CCFC):
     "SCFC: CCFC reverted to SimSiam (two augmented views of an image are the positive pair), CCFC's sample-contrastive baseline."

@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 from typing import Sequence
 
+from fastcore.basics import patch
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -84,24 +86,6 @@ class FCCLPlus(FedAvg):
         self.server.pop("consensus", None); self.server.pop("consensus_round", None)
         super().initialize()
 
-    def public_batches(self, round: int) -> torch.Tensor:
-        "(b, B) indices of the public images in `round`'s batches: a permutation from the run's seed and the round, cut into whole batches."
-        order = torch.randperm(self.public_size, generator=self.generator(round, "public_batches"))
-        count = self.public_size // self.public_batch_size
-        return order[:count * self.public_batch_size].view(count, self.public_batch_size)
-
-    def public_outputs(self, model: nn.Module, round: int) -> dict:
-        "A model's logits (b, B, C) and similarity logits (b, B, B-1) on `round`'s public batches, in eval mode."
-        was_training = model.training
-        model.eval()
-        logits, similarity = [], []
-        with torch.no_grad():
-            for index in self.public_batches(round):
-                features = model.features(self._public[index.to(self.device)])  # (B, D)
-                logits.append(model.head(features)); similarity.append(instance_similarity_logits(features, self.similarity_temperature))
-        model.train(was_training)
-        return {"public_logits": torch.stack(logits), "public_similarity": torch.stack(similarity)}
-
     # ---- server -> client ----
     def server_message(self, round: int, client: Client) -> FitIns:
         "The global parameters plus, from round 2, the consensus on this round's public batches."
@@ -113,27 +97,6 @@ class FCCLPlus(FedAvg):
         return ins
 
     # ---- client ----
-    def collaborate(self, model: nn.Module, ins: FitIns) -> float:
-        "The public stage: `public_epochs` passes of Adam on $L_{col} + w_{sim} L_{sim}$ against the consensus; returns the mean loss."
-        consensus = {k: v.to(self.device) for k, v in ins.payload.items()}
-        batches = self.public_batches(ins.config["round"])
-        optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=self.public_lr)
-        model.train()
-        total, steps = 0.0, 0
-        for _ in range(self.public_epochs):
-            for number, index in enumerate(batches):
-                features = model.features(self._public[index.to(self.device)])  # (B, D)
-                matrix = cross_correlation_matrix(model.head(features), consensus["public_logits"][number])  # (C, C)
-                loss = cross_correlation_loss(matrix, self.off_diagonal_weight, self.off_diagonal_target)
-                if self.similarity_weight:
-                    loss = loss + self.similarity_weight * instance_similarity_loss(
-                        instance_similarity_logits(features, self.similarity_temperature), consensus["public_similarity"][number])
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                total += loss.item(); steps += 1
-        return total / max(steps, 1)
-
     def local_update(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
         "The public stage (once there is a consensus), then local training on private data."
         metrics = {}
@@ -146,18 +109,6 @@ class FCCLPlus(FedAvg):
         context = super().begin_local(client, model, ins)
         set_parameters(self._teacher, client.state.get("previous", self._initial))
         return context
-
-    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
-        "Cross-entropy plus `distillation_weight` times the non-target distillation from the teacher."
-        logits = model(x)  # (B, C)
-        loss = F.cross_entropy(logits, y)
-        if self.distillation_weight == 0: return loss
-        with torch.no_grad(): teacher = self._teacher(x)
-        return loss + self.distillation_weight * non_target_distillation_loss(logits, teacher, y, self.distillation_temperature)
-
-    def end_local(self, client: Client, model: nn.Module, ins: FitIns, context: dict) -> None:
-        "Keep the trained model as the client's next teacher."
-        client.state["previous"] = get_parameters(model)
 
     def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
         "The shared parameters plus the model's outputs on the next round's public batches."
@@ -177,3 +128,61 @@ class FCCLPlus(FedAvg):
         losses = [r.metrics["collaboration_loss"] for _, r in results if "collaboration_loss" in r.metrics]
         if losses: metrics["collaboration_loss"] = float(np.mean(losses))
         return metrics
+
+# %% ../../nbs/27_fccl.ipynb #d587a2d7
+@patch
+def public_batches(self: FCCLPlus, round: int) -> torch.Tensor:
+    "(b, B) indices of the public images in `round`'s batches: a permutation from the run's seed and the round, cut into whole batches."
+    order = torch.randperm(self.public_size, generator=self.generator(round, "public_batches"))
+    count = self.public_size // self.public_batch_size
+    return order[:count * self.public_batch_size].view(count, self.public_batch_size)
+
+@patch
+def public_outputs(self: FCCLPlus, model: nn.Module, round: int) -> dict:
+    "A model's logits (b, B, C) and similarity logits (b, B, B-1) on `round`'s public batches, in eval mode."
+    was_training = model.training
+    model.eval()
+    logits, similarity = [], []
+    with torch.no_grad():
+        for index in self.public_batches(round):
+            features = model.features(self._public[index.to(self.device)])  # (B, D)
+            logits.append(model.head(features)); similarity.append(instance_similarity_logits(features, self.similarity_temperature))
+    model.train(was_training)
+    return {"public_logits": torch.stack(logits), "public_similarity": torch.stack(similarity)}
+
+@patch
+def collaborate(self: FCCLPlus, model: nn.Module, ins: FitIns) -> float:
+    "The public stage: `public_epochs` passes of Adam on $L_{col} + w_{sim} L_{sim}$ against the consensus; returns the mean loss."
+    consensus = {k: v.to(self.device) for k, v in ins.payload.items()}
+    batches = self.public_batches(ins.config["round"])
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=self.public_lr)
+    model.train()
+    total, steps = 0.0, 0
+    for _ in range(self.public_epochs):
+        for number, index in enumerate(batches):
+            features = model.features(self._public[index.to(self.device)])  # (B, D)
+            matrix = cross_correlation_matrix(model.head(features), consensus["public_logits"][number])  # (C, C)
+            loss = cross_correlation_loss(matrix, self.off_diagonal_weight, self.off_diagonal_target)
+            if self.similarity_weight:
+                loss = loss + self.similarity_weight * instance_similarity_loss(
+                    instance_similarity_logits(features, self.similarity_temperature), consensus["public_similarity"][number])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total += loss.item(); steps += 1
+    return total / max(steps, 1)
+
+# %% ../../nbs/27_fccl.ipynb #fb9f3f27
+@patch
+def loss(self: FCCLPlus, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
+    "Cross-entropy plus `distillation_weight` times the non-target distillation from the teacher."
+    logits = model(x)  # (B, C)
+    loss = F.cross_entropy(logits, y)
+    if self.distillation_weight == 0: return loss
+    with torch.no_grad(): teacher = self._teacher(x)
+    return loss + self.distillation_weight * non_target_distillation_loss(logits, teacher, y, self.distillation_temperature)
+
+@patch
+def end_local(self: FCCLPlus, client: Client, model: nn.Module, ins: FitIns, context: dict) -> None:
+    "Keep the trained model as the client's next teacher."
+    client.state["previous"] = get_parameters(model)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
+from fastcore.basics import patch
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -66,16 +68,6 @@ class FedCRL(PersonalModels, FedPer):
             ins.payload = {"representations": self.server["representations"], "representation_labels": self.server["representation_labels"]}
         return ins
 
-    def previous_reg_loss(self, client: Client, ins: FitIns) -> float:
-        "L^i_Reg of the client's last round; if it has none yet, computed now from its phi^i against the received representations."
-        if "reg_loss" in client.state: return client.state["reg_loss"]
-        set_parameters(self.model, client.state["personal"])
-        features = extract_features(self.model, client.x_train, self.training.eval_batch_size)
-        with torch.no_grad():
-            loss = fedcrl_contrastive_loss(features, client.y_train, ins.payload["representations"].to(self.device),
-                                           ins.payload["representation_labels"].to(self.device), self.tau_cl)
-        return float(loss)
-
     def receive(self, client: Client, ins: FitIns | EvaluateIns) -> nn.Module:
         "For training: theta-hat = [tau phi^i + (1 - tau) phi^Global; pi^i] (Eqs. 7-9); the warm-up and first-timers take phi^Global."
         if isinstance(ins, FitIns) and "personal" in client.state and "representations" in ins.payload:
@@ -93,20 +85,6 @@ class FedCRL(PersonalModels, FedPer):
         context.update(self.payload_on_device(ins, ["representations", "representation_labels"], when=self.alpha > 0))
         context["reg_sum"], context["reg_count"] = torch.zeros((), device=self.device), 0
         return context
-
-    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
-        "L = CE + alpha L_Reg (Eq. 13); cross-entropy only in the warm-up."
-        omega = model.features(x)  # (B, k)
-        loss = F.cross_entropy(model.head(omega), y)
-        if context["representations"] is None: return loss
-        reg = fedcrl_contrastive_loss(omega, y, context["representations"], context["representation_labels"], self.tau_cl)
-        context["reg_sum"] += reg.detach() * len(y); context["reg_count"] += len(y)
-        return loss + self.alpha * reg
-
-    def end_local(self, client: Client, model: nn.Module, ins: FitIns, context: dict) -> None:
-        "Keep theta^i as the personal model and the mean L_Reg of this round (for the next tau)."
-        keep_personal(client, model)
-        if context["reg_count"]: client.state["reg_loss"] = float(context["reg_sum"] / context["reg_count"])
 
     def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
         "phi^i (the head stays local) plus the class mean representations and their counts (Eqs. 3-4)."
@@ -128,3 +106,31 @@ class FedCRL(PersonalModels, FedPer):
         taus = [r.metrics["tau"] for _, r in results if "tau" in r.metrics]
         if taus: metrics["tau_mean"] = sum(taus) / len(taus)
         return metrics
+
+# %% ../../nbs/31_fedcrl.ipynb #4d35fbcd
+@patch
+def previous_reg_loss(self: FedCRL, client: Client, ins: FitIns) -> float:
+    "L^i_Reg of the client's last round; if it has none yet, computed now from its phi^i against the received representations."
+    if "reg_loss" in client.state: return client.state["reg_loss"]
+    set_parameters(self.model, client.state["personal"])
+    features = extract_features(self.model, client.x_train, self.training.eval_batch_size)
+    with torch.no_grad():
+        loss = fedcrl_contrastive_loss(features, client.y_train, ins.payload["representations"].to(self.device),
+                                       ins.payload["representation_labels"].to(self.device), self.tau_cl)
+    return float(loss)
+
+@patch
+def loss(self: FedCRL, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
+    "L = CE + alpha L_Reg (Eq. 13); cross-entropy only in the warm-up."
+    omega = model.features(x)  # (B, k)
+    loss = F.cross_entropy(model.head(omega), y)
+    if context["representations"] is None: return loss
+    reg = fedcrl_contrastive_loss(omega, y, context["representations"], context["representation_labels"], self.tau_cl)
+    context["reg_sum"] += reg.detach() * len(y); context["reg_count"] += len(y)
+    return loss + self.alpha * reg
+
+@patch
+def end_local(self: FedCRL, client: Client, model: nn.Module, ins: FitIns, context: dict) -> None:
+    "Keep theta^i as the personal model and the mean L_Reg of this round (for the next tau)."
+    keep_personal(client, model)
+    if context["reg_count"]: client.state["reg_loss"] = float(context["reg_sum"] / context["reg_count"])

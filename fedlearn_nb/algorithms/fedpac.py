@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from fastcore.basics import patch
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -87,11 +89,6 @@ class FedPAC(FedPer):
             ins.payload.update(prototypes=self.server["prototypes"], prototype_labels=self.server["prototype_labels"])
         return ins
 
-    def configure_evaluate(self, round: int, clients: Sequence[Client]) -> list[tuple[Client, EvaluateIns]]:
-        "Each client is scored with the global extractor and its combined classifier."
-        return [(c, EvaluateIns(parameters=self.server["params"], config={"round": round},
-                                payload={"head": self.server["heads"][c.id]} if c.id in self.server["heads"] else {})) for c in clients]
-
     def receive(self, client: Client, ins) -> nn.Module:
         "Global extractor + the combined classifier from the message (else the client's own)."
         model = super().receive(client, ins)
@@ -102,22 +99,6 @@ class FedPAC(FedPer):
         "The global prototypes on the device (None in round 1)."
         context = super().begin_local(client, model, ins)
         return {**context, **self.payload_on_device(ins, ["prototypes", "prototype_labels"], when=self.lambda_ > 0)}
-
-    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
-        "FedPAC Eq. 4: cross-entropy + lambda * the alignment to the global prototypes (CE only without prototypes)."
-        features = model.features(x)
-        loss = F.cross_entropy(model.head(features), y)
-        if context["prototypes"] is None: return loss
-        return loss + self.lambda_ * alignment_loss(features, y, context["prototypes"], context["prototype_labels"])
-
-    def local_update(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
-        "`head_epochs` of CE on the classifier (extractor frozen), then the local epochs of Eq. 4 on the extractor."
-        context = self.begin_local(client, model, ins)
-        self.train_local(client, model, context, model.head.parameters(), epochs=self.head_epochs,
-                         loss=lambda model, x, y, context: F.cross_entropy(model(x), y))
-        metrics = self.train_local(client, model, context, model.features.parameters())
-        self.end_local(client, model, ins, context)
-        return metrics
 
     def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
         "The extractor, plus the classifier, the class feature means and counts, and V_i."
@@ -146,3 +127,29 @@ class FedPAC(FedPer):
             self.server["heads"][client.id] = weighted_average([heads[j] for j in kept], [alpha[j] for j in kept])
             self_weights.append(alpha[i])
         return {"self_weight_mean": float(np.mean(self_weights))}
+
+# %% ../../nbs/41_fedpac.ipynb #2ff2206b
+@patch
+def loss(self: FedPAC, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
+    "FedPAC Eq. 4: cross-entropy + lambda * the alignment to the global prototypes (CE only without prototypes)."
+    features = model.features(x)
+    loss = F.cross_entropy(model.head(features), y)
+    if context["prototypes"] is None: return loss
+    return loss + self.lambda_ * alignment_loss(features, y, context["prototypes"], context["prototype_labels"])
+
+@patch
+def local_update(self: FedPAC, client: Client, model: nn.Module, ins: FitIns) -> dict:
+    "`head_epochs` of CE on the classifier (extractor frozen), then the local epochs of Eq. 4 on the extractor."
+    context = self.begin_local(client, model, ins)
+    self.train_local(client, model, context, model.head.parameters(), epochs=self.head_epochs,
+                     loss=lambda model, x, y, context: F.cross_entropy(model(x), y))
+    metrics = self.train_local(client, model, context, model.features.parameters())
+    self.end_local(client, model, ins, context)
+    return metrics
+
+# %% ../../nbs/41_fedpac.ipynb #9d37064d
+@patch
+def configure_evaluate(self: FedPAC, round: int, clients: Sequence[Client]) -> list[tuple[Client, EvaluateIns]]:
+    "Each client is scored with the global extractor and its combined classifier."
+    return [(c, EvaluateIns(parameters=self.server["params"], config={"round": round},
+                            payload={"head": self.server["heads"][c.id]} if c.id in self.server["heads"] else {})) for c in clients]

@@ -11,6 +11,8 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
+from fastcore.basics import patch
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -116,15 +118,6 @@ class FedPCL(FedAvg):
         if "prototypes" not in ins.payload and self.ce_weight == 0: return {"train_loss": float("nan")}
         return super().local_update(client, model, ins)
 
-    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
-        "Global + local prototype contrast of the normalised representations (plus ce_weight times the cross-entropy)."
-        features = model.features(x)
-        z = F.normalize(features, dim=1) if self.normalize else features
-        loss = z.new_zeros(())
-        if self.ce_weight > 0: loss = loss + self.ce_weight * F.cross_entropy(model.head(features), y)
-        if context["bank"] is not None: loss = loss + fedpcl_contrast(z, y, *context["bank"], tau=self.tau)
-        return loss
-
     def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
         "The trained parameters (if averaged) and the client's class prototypes with their counts; kept for prediction too."
         result = super().client_payload(client, model, ins, metrics)
@@ -135,11 +128,6 @@ class FedPCL(FedAvg):
         result.payload = {"prototypes": prototypes, "prototype_labels": labels}
         if self.prototype_weighting == "samples": result.payload["prototype_counts"] = counts
         return result
-
-    def _representations_of(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        "Eval-mode representations of a whole split, without gradients."
-        features = extract_features(model, x, self.training.eval_batch_size)
-        return F.normalize(features, dim=1) if self.normalize else features
 
     def aggregate_fit(self, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
         "Average the trained parts (if averaged); the global prototypes = per-class mean of the uploads; keep every client's set."
@@ -155,12 +143,6 @@ class FedPCL(FedAvg):
         return metrics
 
     # ---- evaluation ----
-    def evaluation_prototypes(self, client: Client) -> tuple[torch.Tensor, torch.Tensor]:
-        "The prototypes a client predicts with: its own (filled with the global ones), or the global ones when averaged."
-        if self.average_models or "prototypes" not in client.state: return self.server["prototypes"], self.server["prototype_labels"]
-        return fill_missing_classes(client.state["prototypes"], client.state["prototype_labels"],
-                                    self.server["prototypes"], self.server["prototype_labels"])
-
     def client_evaluate(self, client: Client, ins: EvaluateIns) -> EvaluateRes:
         "Nearest-prototype accuracy (and the cross-entropy of the minus-distance scores) on the client's test split."
         if self.prediction == "head" or "prototypes" not in self.server: return super().client_evaluate(client, ins)
@@ -170,6 +152,31 @@ class FedPCL(FedAvg):
         logits = nearest_prototype_logits(self._representations_of(model, client.x_test), *self.evaluation_prototypes(client), self.data.num_classes)
         correct = int((logits.argmax(1) == client.y_test).sum())
         return EvaluateRes(loss=F.cross_entropy(logits, client.y_test).item(), num_examples=n, metrics={"accuracy": correct / n, "correct": correct})
+
+# %% ../../nbs/26_fedpcl.ipynb #45726e51
+@patch
+def loss(self: FedPCL, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
+    "Global + local prototype contrast of the normalised representations (plus ce_weight times the cross-entropy)."
+    features = model.features(x)
+    z = F.normalize(features, dim=1) if self.normalize else features
+    loss = z.new_zeros(())
+    if self.ce_weight > 0: loss = loss + self.ce_weight * F.cross_entropy(model.head(features), y)
+    if context["bank"] is not None: loss = loss + fedpcl_contrast(z, y, *context["bank"], tau=self.tau)
+    return loss
+
+# %% ../../nbs/26_fedpcl.ipynb #7a372d4c
+@patch
+def _representations_of(self: FedPCL, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    "Eval-mode representations of a whole split, without gradients."
+    features = extract_features(model, x, self.training.eval_batch_size)
+    return F.normalize(features, dim=1) if self.normalize else features
+
+@patch
+def evaluation_prototypes(self: FedPCL, client: Client) -> tuple[torch.Tensor, torch.Tensor]:
+    "The prototypes a client predicts with: its own (filled with the global ones), or the global ones when averaged."
+    if self.average_models or "prototypes" not in client.state: return self.server["prototypes"], self.server["prototype_labels"]
+    return fill_missing_classes(client.state["prototypes"], client.state["prototype_labels"],
+                                self.server["prototypes"], self.server["prototype_labels"])
 
 # %% ../../nbs/26_fedpcl.ipynb #e7860cca
 def pretrained_weights_available(backbone: str = "resnet18") -> bool:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from fastcore.basics import patch
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -75,9 +77,6 @@ class ClusteredPrototypes(FedAvg):
         self.server.pop("bank", None)
         super().initialize()
 
-    def _cluster(self, vectors, labels, weights, clustering: str):
-        return cluster_class_vectors(vectors, labels, weights, clustering, self.centroid, self.distance, self.finch_level)
-
     # ---- server -> client ----
     def server_message(self, round: int, client: Client) -> FitIns:
         "The global parameters plus, once it exists, the global prototype bank."
@@ -91,23 +90,7 @@ class ClusteredPrototypes(FedAvg):
         context["bank"] = {k: v.to(self.device) for k, v in ins.payload.items()} if "prototypes" in ins.payload else None
         return context
 
-    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
-        "Cross-entropy, plus the method's prototype term once there is a bank."
-        features = model.features(x)  # (B, D)
-        loss = F.cross_entropy(model.head(features), y)
-        if context["bank"] is None: return loss
-        return loss + self.prototype_loss(features, y, context["bank"])
-
-    def prototype_loss(self, features: torch.Tensor, labels: torch.Tensor, bank: dict) -> torch.Tensor:
-        "The method's term on a batch of features; none here."
-        return features.new_zeros(())
-
     # ---- client -> server ----
-    def local_prototypes(self, client: Client, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        "Algorithm_l (Eq. 2): cluster the trained model's features of the client's training data, class by class."
-        features = extract_features(model, client.x_train, self.training.eval_batch_size)  # (n_k, D), eval mode
-        return self._cluster(features, client.y_train, None, self.local_clustering)
-
     def client_payload(self, client: Client, model: nn.Module, ins: FitIns, metrics: dict) -> FitRes:
         "The shared parameters plus the local prototypes, their labels and (if used) their weights."
         result = super().client_payload(client, model, ins, metrics)
@@ -117,13 +100,6 @@ class ClusteredPrototypes(FedAvg):
         return result
 
     # ---- server aggregation ----
-    def build_bank(self, prototypes: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> dict:
-        "Algorithm_g (Eq. 3): cluster the pooled local prototypes of each class."
-        centres, centre_labels, centre_weights = self._cluster(prototypes, labels, weights, self.global_clustering)
-        bank = {"prototypes": centres, "prototype_labels": centre_labels}
-        if self.uses_weights: bank["prototype_weights"] = centre_weights
-        return bank
-
     def aggregate_fit(self, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
         "FedAvg of the models; the global prototype bank from the pooled local prototypes."
         metrics = super().aggregate_fit(round, results)
@@ -136,6 +112,39 @@ class ClusteredPrototypes(FedAvg):
             metrics["num_local_prototypes"] = len(labels)
             metrics["num_global_prototypes"] = len(self.server["bank"]["prototype_labels"])
         return metrics
+
+# %% ../../nbs/22_fpl.ipynb #530d7bdd
+@patch
+def loss(self: ClusteredPrototypes, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
+    "Cross-entropy, plus the method's prototype term once there is a bank."
+    features = model.features(x)  # (B, D)
+    loss = F.cross_entropy(model.head(features), y)
+    if context["bank"] is None: return loss
+    return loss + self.prototype_loss(features, y, context["bank"])
+
+@patch
+def prototype_loss(self: ClusteredPrototypes, features: torch.Tensor, labels: torch.Tensor, bank: dict) -> torch.Tensor:
+    "The method's term on a batch of features; none here."
+    return features.new_zeros(())
+
+# %% ../../nbs/22_fpl.ipynb #3585c69b
+@patch
+def _cluster(self: ClusteredPrototypes, vectors, labels, weights, clustering: str):
+    return cluster_class_vectors(vectors, labels, weights, clustering, self.centroid, self.distance, self.finch_level)
+
+@patch
+def local_prototypes(self: ClusteredPrototypes, client: Client, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    "Algorithm_l (Eq. 2): cluster the trained model's features of the client's training data, class by class."
+    features = extract_features(model, client.x_train, self.training.eval_batch_size)  # (n_k, D), eval mode
+    return self._cluster(features, client.y_train, None, self.local_clustering)
+
+@patch
+def build_bank(self: ClusteredPrototypes, prototypes: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> dict:
+    "Algorithm_g (Eq. 3): cluster the pooled local prototypes of each class."
+    centres, centre_labels, centre_weights = self._cluster(prototypes, labels, weights, self.global_clustering)
+    bank = {"prototypes": centres, "prototype_labels": centre_labels}
+    if self.uses_weights: bank["prototype_weights"] = centre_weights
+    return bank
 
 # %% ../../nbs/22_fpl.ipynb #e7c1ccb5
 @register_algorithm

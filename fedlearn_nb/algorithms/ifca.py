@@ -11,6 +11,8 @@ import copy
 from pathlib import Path
 from typing import Sequence
 
+from fastcore.basics import patch
+
 import numpy as np
 import pandas as pd
 import torch
@@ -88,71 +90,11 @@ class IFCA(Algorithm):
         self.encoder_epochs, self.global_encoder = encoder_epochs, global_encoder
         self.encoder_path = str(encoder_path) if encoder_path is not None else None
 
-    # ---- the pool ----
     def setup(self, model: nn.Module, data: FederatedData, training: LocalTraining, seed: int = 0) -> None:
         "Load a saved encoder (if `encoder_path`), forget cluster identities of earlier runs, then the engine's set-up (draws the pool)."
         if self.encoder_path is not None: load_encoder_into(model, self.encoder_path)
         for client in data.clients: client.state.pop("cluster", None)   # a federation may have served another run before
         super().setup(model, data, training, seed)
-
-    def initialize(self) -> None:
-        "The initial pool (the given model first), no restarts yet."
-        self.server.update({"pool": self.new_pool(0), "restarts": 0, "phase_start": 0})
-
-    def new_pool(self, restart: int) -> list[Parameters]:
-        "N models: random ones (init='random') or the initial encoder with random heads (init='encoder'); the given model first at restart 0."
-        initial = {k: self._initial[k] for k in self.shared_keys}
-        pool = []
-        for n in range(self.num_clusters):
-            if restart == 0 and n == 0: params = {k: v.clone() for k, v in initial.items()}
-            else:
-                fresh = random_parameters(self.model, self.seed_for("pool", restart, n), None if self.init == "random" else "head")
-                params = {k: (fresh[k] if k in fresh else v).clone() for k, v in initial.items()}
-            pool.append(params)
-        return pool
-
-    def restart(self, round: int) -> None:
-        "IFCA's restart: a new pool (exploration phase included), and every client forgets its cluster."
-        self.server["restarts"] += 1
-        self.server["pool"] = self.new_pool(self.server["restarts"])
-        self.server["phase_start"] = round
-        for client in self.data.clients: client.state.pop("cluster", None)
-
-    def exploring(self, round: int) -> bool:
-        "Is `round` one of the T_c exploration rounds after the current pool was drawn?"
-        return round - self.server["phase_start"] <= self.exploration_rounds
-
-    # ---- server -> client ----
-    def server_message(self, round: int, client: Client) -> FitIns:
-        "The whole pool (N models) and whether this round explores."
-        return FitIns(parameters={}, config={"round": round, "explore": self.exploring(round)}, payload={"pool": self.server["pool"]})
-
-    # ---- client ----
-    def cluster_losses(self, client: Client, pool: Sequence[Parameters]) -> list[float]:
-        "$L(\\theta^n, D_u)$ for every model of the pool: mean cross-entropy on the client's training data (Eq. 5)."
-        losses = []
-        for params in pool:
-            model = self.receive(client, FitIns(params))
-            out = evaluate_model(model, client.x_train, client.y_train, self.training.eval_batch_size)
-            losses.append(out["loss"] / max(out["num_examples"], 1))
-        return losses
-
-    def choose_cluster(self, client: Client, ins: FitIns) -> int:
-        "A uniformly random model while exploring, else the lowest local loss (Eq. 5)."
-        pool, round = ins.payload["pool"], ins.config.get("round", 0)
-        if ins.config.get("explore"):
-            return int(torch.randint(len(pool), (1,), generator=self.generator(round, client.id, "explore")))
-        return select_cluster(self.cluster_losses(client, pool))
-
-    def client_fit(self, client: Client, ins: FitIns) -> FitRes:
-        "Choose a model, train it (head only while exploring), upload it with the cluster identity $n_u$."
-        cluster = self.choose_cluster(client, ins)
-        client.state["cluster"] = cluster
-        model = self.receive(client, FitIns(ins.payload["pool"][cluster], ins.config))
-        metrics = self.local_update(client, model, ins)
-        result = self.client_payload(client, model, ins, {**metrics, "cluster": cluster})
-        result.payload["cluster"] = cluster
-        return result
 
     def begin_local(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
         "Counts local steps, so that the encoder can stop training after `encoder_epochs` epochs."
@@ -161,85 +103,163 @@ class IFCA(Algorithm):
                        steps_per_epoch=batches_per_epoch(client.num_examples, self.training.batch_size))
         return context
 
-    def trains_encoder(self, context: dict) -> bool:
-        "Does this local step train the encoder? Not while exploring, nor after `encoder_epochs` epochs."
-        if context["explore"]: return False
-        return self.encoder_epochs is None or context["step"] < self.encoder_epochs * context["steps_per_epoch"]
 
-    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
-        "Cross-entropy (Eq. 4); with a frozen encoder, features are computed without gradients (eval mode) and only the head learns."
-        train_encoder = self.trains_encoder(context)
-        context["step"] += 1
-        if train_encoder:
-            if not model.features.training: model.features.train()
-            return F.cross_entropy(model(x), y)
-        model.features.eval()
-        with torch.no_grad(): features = model.features(x)
-        return F.cross_entropy(model.head(features), y)
+# %% ../../nbs/60_ifca.ipynb #e40118e8
+@patch
+def initialize(self: IFCA) -> None:
+    "The initial pool (the given model first), no restarts yet."
+    self.server.update({"pool": self.new_pool(0), "restarts": 0, "phase_start": 0})
 
-    # ---- server aggregation ----
-    def encoder_keys(self) -> list[str]:
-        "The shared state-dict entries of the encoder (`features.*`)."
-        return [k for k in self.shared_keys if k.startswith("features.")]
+@patch
+def new_pool(self: IFCA, restart: int) -> list[Parameters]:
+    "N models: random ones (init='random') or the initial encoder with random heads (init='encoder'); the given model first at restart 0."
+    initial = {k: self._initial[k] for k in self.shared_keys}
+    pool = []
+    for n in range(self.num_clusters):
+        if restart == 0 and n == 0: params = {k: v.clone() for k, v in initial.items()}
+        else:
+            fresh = random_parameters(self.model, self.seed_for("pool", restart, n), None if self.init == "random" else "head")
+            params = {k: (fresh[k] if k in fresh else v).clone() for k, v in initial.items()}
+        pool.append(params)
+    return pool
 
-    def aggregate_fit(self, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
-        "Eq. 6 per cluster (an empty cluster keeps its model), the global-encoder option, failure check and restart."
-        pool = list(self.server["pool"])
-        clusters = [int(r.payload["cluster"]) for _, r in results]
-        for n in range(self.num_clusters):
-            members = [r for (_, r), k in zip(results, clusters) if k == n]
-            if members: pool[n] = weighted_average([r.parameters for r in members], [r.num_examples for r in members])
-        if self.global_encoder and results:
-            keys = self.encoder_keys()
-            encoder = weighted_average([{k: r.parameters[k] for k in keys} for _, r in results], [r.num_examples for _, r in results])
-            pool = [{**params, **{k: v.clone() for k, v in encoder.items()}} for params in pool]
-        self.server["pool"] = pool
-        sizes = np.bincount(clusters, minlength=self.num_clusters) if clusters else np.zeros(self.num_clusters, int)
-        explored = self.exploring(round)
-        failed = not explored and clustering_failed(clusters, self.num_clusters)
-        metrics = {**{f"cluster_size/{n}": int(s) for n, s in enumerate(sizes)}, "clusters_used": int((sizes > 0).sum()),
-                   "exploration": float(explored), "clustering_failure": float(failed), "restarted": 0.0}
-        selection_round = round - self.server["phase_start"] - self.exploration_rounds
-        if failed and self.server["restarts"] < self.max_restarts and selection_round <= self.restart_window:
-            self.restart(round)
-            metrics["restarted"] = 1.0
-        metrics["restarts"] = self.server["restarts"]
-        return metrics
+@patch
+def restart(self: IFCA, round: int) -> None:
+    "IFCA's restart: a new pool (exploration phase included), and every client forgets its cluster."
+    self.server["restarts"] += 1
+    self.server["pool"] = self.new_pool(self.server["restarts"])
+    self.server["phase_start"] = round
+    for client in self.data.clients: client.state.pop("cluster", None)
 
-    # ---- evaluation ----
-    def configure_evaluate(self, round: int, clients: Sequence[Client]) -> list[tuple[Client, EvaluateIns]]:
-        "The pool, for every client (each evaluates its own cluster's model)."
-        ins = EvaluateIns(parameters={}, config={"round": round}, payload={"pool": self.server["pool"]})
-        return [(client, ins) for client in clients]
+@patch
+def exploring(self: IFCA, round: int) -> bool:
+    "Is `round` one of the T_c exploration rounds after the current pool was drawn?"
+    return round - self.server["phase_start"] <= self.exploration_rounds
 
-    def evaluation_cluster(self, client: Client, pool: Sequence[Parameters]) -> int:
-        "The cluster a client is evaluated with: its last choice, or Eq. 5 if it has none yet."
-        cluster = client.state.get("cluster")
-        return select_cluster(self.cluster_losses(client, pool)) if cluster is None else int(cluster)
+# %% ../../nbs/60_ifca.ipynb #d02d7170
+@patch
+def server_message(self: IFCA, round: int, client: Client) -> FitIns:
+    "The whole pool (N models) and whether this round explores."
+    return FitIns(parameters={}, config={"round": round, "explore": self.exploring(round)}, payload={"pool": self.server["pool"]})
 
-    def client_model(self, client: Client, pool: Sequence[Parameters] | None = None) -> nn.Module:
-        "The working model loaded with `client`'s cluster model (and its local part); use it before another run reuses the clients."
-        pool = self.server["pool"] if pool is None else pool
-        params = pool[self.evaluation_cluster(client, pool)]
-        if not (self._eval_loaded is params and not self.local_keys):
-            self.receive(client, EvaluateIns(params))
-            self._eval_loaded = params
-        return self.model
+@patch
+def cluster_losses(self: IFCA, client: Client, pool: Sequence[Parameters]) -> list[float]:
+    "$L(\\theta^n, D_u)$ for every model of the pool: mean cross-entropy on the client's training data (Eq. 5)."
+    losses = []
+    for params in pool:
+        model = self.receive(client, FitIns(params))
+        out = evaluate_model(model, client.x_train, client.y_train, self.training.eval_batch_size)
+        losses.append(out["loss"] / max(out["num_examples"], 1))
+    return losses
 
-    def client_evaluate(self, client: Client, ins: EvaluateIns) -> EvaluateRes:
-        "Accuracy of the client's cluster model on its test split; `cluster` is the identity used."
-        pool = ins.payload["pool"]
-        cluster = self.evaluation_cluster(client, pool)
-        out = evaluate_model(self.client_model(client, pool), client.x_test, client.y_test, self.training.eval_batch_size)
-        n = out["num_examples"]
-        return EvaluateRes(loss=out["loss"] / n if n else float("nan"), num_examples=n,
-                           metrics={"accuracy": out["correct"] / n if n else float("nan"), "correct": out["correct"], "cluster": cluster})
+@patch
+def choose_cluster(self: IFCA, client: Client, ins: FitIns) -> int:
+    "A uniformly random model while exploring, else the lowest local loss (Eq. 5)."
+    pool, round = ins.payload["pool"], ins.config.get("round", 0)
+    if ins.config.get("explore"):
+        return int(torch.randint(len(pool), (1,), generator=self.generator(round, client.id, "explore")))
+    return select_cluster(self.cluster_losses(client, pool))
 
-    def server_evaluate(self, round: int) -> dict:
-        "`cluster_ari`: adjusted Rand index between the clients' cluster identities and their true groups (`domain`), when known."
-        clients = [c for c in self.data.clients if c.domain is not None and c.state.get("cluster") is not None]
-        if len(clients) < 2: return {}
-        return {"cluster_ari": ari([c.domain for c in clients], [c.state["cluster"] for c in clients])}
+@patch
+def client_fit(self: IFCA, client: Client, ins: FitIns) -> FitRes:
+    "Choose a model, train it (head only while exploring), upload it with the cluster identity $n_u$."
+    cluster = self.choose_cluster(client, ins)
+    client.state["cluster"] = cluster
+    model = self.receive(client, FitIns(ins.payload["pool"][cluster], ins.config))
+    metrics = self.local_update(client, model, ins)
+    result = self.client_payload(client, model, ins, {**metrics, "cluster": cluster})
+    result.payload["cluster"] = cluster
+    return result
+
+# %% ../../nbs/60_ifca.ipynb #19ee5c37
+@patch
+def trains_encoder(self: IFCA, context: dict) -> bool:
+    "Does this local step train the encoder? Not while exploring, nor after `encoder_epochs` epochs."
+    if context["explore"]: return False
+    return self.encoder_epochs is None or context["step"] < self.encoder_epochs * context["steps_per_epoch"]
+
+@patch
+def loss(self: IFCA, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
+    "Cross-entropy (Eq. 4); with a frozen encoder, features are computed without gradients (eval mode) and only the head learns."
+    train_encoder = self.trains_encoder(context)
+    context["step"] += 1
+    if train_encoder:
+        if not model.features.training: model.features.train()
+        return F.cross_entropy(model(x), y)
+    model.features.eval()
+    with torch.no_grad(): features = model.features(x)
+    return F.cross_entropy(model.head(features), y)
+
+@patch
+def encoder_keys(self: IFCA) -> list[str]:
+    "The shared state-dict entries of the encoder (`features.*`)."
+    return [k for k in self.shared_keys if k.startswith("features.")]
+
+# %% ../../nbs/60_ifca.ipynb #80c3f709
+@patch
+def aggregate_fit(self: IFCA, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
+    "Eq. 6 per cluster (an empty cluster keeps its model), the global-encoder option, failure check and restart."
+    pool = list(self.server["pool"])
+    clusters = [int(r.payload["cluster"]) for _, r in results]
+    for n in range(self.num_clusters):
+        members = [r for (_, r), k in zip(results, clusters) if k == n]
+        if members: pool[n] = weighted_average([r.parameters for r in members], [r.num_examples for r in members])
+    if self.global_encoder and results:
+        keys = self.encoder_keys()
+        encoder = weighted_average([{k: r.parameters[k] for k in keys} for _, r in results], [r.num_examples for _, r in results])
+        pool = [{**params, **{k: v.clone() for k, v in encoder.items()}} for params in pool]
+    self.server["pool"] = pool
+    sizes = np.bincount(clusters, minlength=self.num_clusters) if clusters else np.zeros(self.num_clusters, int)
+    explored = self.exploring(round)
+    failed = not explored and clustering_failed(clusters, self.num_clusters)
+    metrics = {**{f"cluster_size/{n}": int(s) for n, s in enumerate(sizes)}, "clusters_used": int((sizes > 0).sum()),
+               "exploration": float(explored), "clustering_failure": float(failed), "restarted": 0.0}
+    selection_round = round - self.server["phase_start"] - self.exploration_rounds
+    if failed and self.server["restarts"] < self.max_restarts and selection_round <= self.restart_window:
+        self.restart(round)
+        metrics["restarted"] = 1.0
+    metrics["restarts"] = self.server["restarts"]
+    return metrics
+
+# %% ../../nbs/60_ifca.ipynb #c297e208
+@patch
+def configure_evaluate(self: IFCA, round: int, clients: Sequence[Client]) -> list[tuple[Client, EvaluateIns]]:
+    "The pool, for every client (each evaluates its own cluster's model)."
+    ins = EvaluateIns(parameters={}, config={"round": round}, payload={"pool": self.server["pool"]})
+    return [(client, ins) for client in clients]
+
+@patch
+def evaluation_cluster(self: IFCA, client: Client, pool: Sequence[Parameters]) -> int:
+    "The cluster a client is evaluated with: its last choice, or Eq. 5 if it has none yet."
+    cluster = client.state.get("cluster")
+    return select_cluster(self.cluster_losses(client, pool)) if cluster is None else int(cluster)
+
+@patch
+def client_model(self: IFCA, client: Client, pool: Sequence[Parameters] | None = None) -> nn.Module:
+    "The working model loaded with `client`'s cluster model (and its local part); use it before another run reuses the clients."
+    pool = self.server["pool"] if pool is None else pool
+    params = pool[self.evaluation_cluster(client, pool)]
+    if not (self._eval_loaded is params and not self.local_keys):
+        self.receive(client, EvaluateIns(params))
+        self._eval_loaded = params
+    return self.model
+
+@patch
+def client_evaluate(self: IFCA, client: Client, ins: EvaluateIns) -> EvaluateRes:
+    "Accuracy of the client's cluster model on its test split; `cluster` is the identity used."
+    pool = ins.payload["pool"]
+    cluster = self.evaluation_cluster(client, pool)
+    out = evaluate_model(self.client_model(client, pool), client.x_test, client.y_test, self.training.eval_batch_size)
+    n = out["num_examples"]
+    return EvaluateRes(loss=out["loss"] / n if n else float("nan"), num_examples=n,
+                       metrics={"accuracy": out["correct"] / n if n else float("nan"), "correct": out["correct"], "cluster": cluster})
+
+@patch
+def server_evaluate(self: IFCA, round: int) -> dict:
+    "`cluster_ari`: adjusted Rand index between the clients' cluster identities and their true groups (`domain`), when known."
+    clients = [c for c in self.data.clients if c.domain is not None and c.state.get("cluster") is not None]
+    if len(clients) < 2: return {}
+    return {"cluster_ari": ari([c.domain for c in clients], [c.state["cluster"] for c in clients])}
 
 # %% ../../nbs/60_ifca.ipynb #2f0fcaf5
 def cluster_identities(history: History) -> pd.DataFrame:

@@ -12,6 +12,8 @@ import math
 from collections import OrderedDict
 from typing import Any, Sequence
 
+from fastcore.basics import patch
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -36,6 +38,7 @@ def _check_image_shape(image_shape: Sequence[int]) -> tuple[int, int, int]:
         raise ValueError(f"the GANs need square images with a side divisible by 4 and >= 8 (e.g. 28x28, 32x32), got {shape}")
     return shape
 
+# %% ../../nbs/54_sdafc.ipynb #eeb509ba
 class Generator(nn.Module):
     "DCGAN-style generator: [categorical code, noise] -> FC -> FC to (2w, s/4, s/4) -> deconv w -> deconv C, sigmoid."
     def __init__(self, image_shape: Sequence[int], noise_dim: int = 62, code_dim: int = 10, width: int = 64, hidden_dim: int = 1024):
@@ -51,6 +54,7 @@ class Generator(nn.Module):
     def forward(self, latent: torch.Tensor) -> torch.Tensor:   # (B, code + noise) -> (B, C, H, W) in [0, 1]
         return self.deconv(self.fc(latent).view(-1, 2 * self.width, self.quarter, self.quarter))
 
+# %% ../../nbs/54_sdafc.ipynb #f73fba12
 class Discriminator(nn.Module):
     "DCGAN-style discriminator: three 4x4 stride-2 Conv-BN-LeakyReLU(0.2) blocks (w, 2w, 4w), FC hidden, FC 1 (a logit)."
     def __init__(self, image_shape: Sequence[int], width: int = 64, hidden_dim: int = 1024):
@@ -67,11 +71,13 @@ class Discriminator(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:         # (B, C, H, W) -> (B,) logits
         return self.fc(self.conv(x)).squeeze(1)
 
+# %% ../../nbs/54_sdafc.ipynb #d012a607
 def _init_gan_weights(module: nn.Module) -> None:
     "The authors' initialisation: conv, deconv and linear weights from N(0, 0.02), biases 0."
     if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
         nn.init.normal_(module.weight, 0.0, 0.02); nn.init.zeros_(module.bias)
 
+# %% ../../nbs/54_sdafc.ipynb #54c27e0d
 class GAN(nn.Module):
     "A generator and its discriminator (one state dict, so that FedAvg can average both)."
     def __init__(self, image_shape: Sequence[int], noise_dim: int = 62, code_dim: int = 10, width: int = 64, hidden_dim: int = 1024):
@@ -142,6 +148,7 @@ def _tensor_digest(x: torch.Tensor) -> str:
     "A digest of a tensor's values (a client's images)."
     return hashlib.sha1(x.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
 
+# %% ../../nbs/54_sdafc.ipynb #72c17c1c
 class SyntheticDataClustering(FederatedClustering):
     "Base of SDA-FC and PPFC-GAN: clients' GANs make synthetic data; the server clusters it; Eq. 3 labels the real data."
     name = "synthetic_data_clustering"
@@ -163,12 +170,6 @@ class SyntheticDataClustering(FederatedClustering):
         self.betas, self.reuse_synthetic = tuple(float(b) for b in betas), bool(reuse_synthetic)
 
     # ---- the GANs ----
-    def new_gan(self, *keys) -> GAN:
-        "A GAN for the federation's images, initialised from the stream named by `keys`."
-        code_dim = self.k if self.code_dim is None else int(self.code_dim)
-        return build_gan(self.data.image_shape, self.seed_for("gan", *keys), noise_dim=self.noise_dim, code_dim=code_dim,
-                         width=self.gan_width, hidden_dim=self.gan_hidden_dim).to(self.device)
-
     def initialize(self) -> None:
         "The engine's initial state, plus the global GAN in the federated mode."
         super().initialize()
@@ -179,60 +180,76 @@ class SyntheticDataClustering(FederatedClustering):
         if self.gan == "local" and "centroids" in self.server: return []
         return super().configure_fit(round, clients)
 
-    def server_message(self, round: int, client: Client) -> FitIns:
-        "Nothing for a local GAN; the global GAN (generator and discriminator) for a federated one."
-        return FitIns(parameters={}, config={"round": round}, payload={"gan": self.server["gan"]} if self.gan == "federated" else {})
+# %% ../../nbs/54_sdafc.ipynb #539234ae
+@patch
+def new_gan(self: SyntheticDataClustering, *keys) -> GAN:
+    "A GAN for the federation's images, initialised from the stream named by `keys`."
+    code_dim = self.k if self.code_dim is None else int(self.code_dim)
+    return build_gan(self.data.image_shape, self.seed_for("gan", *keys), noise_dim=self.noise_dim, code_dim=code_dim,
+                     width=self.gan_width, hidden_dim=self.gan_hidden_dim).to(self.device)
 
-    def gan_signature(self, client: Client, round: int) -> str:
-        "Everything a local GAN's synthetic images depend on: the client's images, the GAN settings, the schedule, the seeds."
-        settings = (self.data.image_shape, self.k if self.code_dim is None else self.code_dim, self.noise_dim, self.gan_width,
-                    self.gan_hidden_dim, self.lr_generator, self.lr_discriminator, self.betas, self.lr_decay, self.synthetic_per_client,
-                    self.training.epochs, self.training.steps, self.training.batch_size, self.seed, round, client.id, str(self.device))
-        return f"{_tensor_digest(client.x_train)}-{settings!r}"
+@patch
+def server_message(self: SyntheticDataClustering, round: int, client: Client) -> FitIns:
+    "Nothing for a local GAN; the global GAN (generator and discriminator) for a federated one."
+    return FitIns(parameters={}, config={"round": round}, payload={"gan": self.server["gan"]} if self.gan == "federated" else {})
 
-    def client_fit(self, client: Client, ins: FitIns) -> FitRes:
-        "Train a GAN on the client's images (never its labels); upload synthetic images (local) or the GAN's weights (federated)."
-        round = ins.config.get("round", 0)
-        if self.gan == "local" and self.reuse_synthetic:
-            key = self.gan_signature(client, round)
-            if key in _SYNTHETIC_CACHE:
-                synthetic, metrics = _SYNTHETIC_CACHE[key]
-                return FitRes(parameters={}, num_examples=client.num_examples, metrics=dict(metrics), payload={"synthetic": synthetic.clone()})
-        gan = self.new_gan(client.id)
-        if self.gan == "federated": set_parameters(gan, ins.payload["gan"])
-        noise = self.generator(round, client.id, "gan")
-        metrics = train_gan(gan, client.x_train, self.training, noise, self.lr_generator, self.lr_discriminator, self.betas, self.lr_decay)
-        if self.gan == "federated": payload = {"gan": get_parameters(gan)}
-        else:
-            count = self.synthetic_per_client or client.num_examples
-            payload = {"synthetic": synthesize(gan, count, self.generator(round, client.id, "synthesize"))}
-        return FitRes(parameters={}, num_examples=client.num_examples, metrics={"train_loss": metrics["discriminator_loss"], **metrics}, payload=payload)
+# %% ../../nbs/54_sdafc.ipynb #210be739
+@patch
+def gan_signature(self: SyntheticDataClustering, client: Client, round: int) -> str:
+    "Everything a local GAN's synthetic images depend on: the client's images, the GAN settings, the schedule, the seeds."
+    settings = (self.data.image_shape, self.k if self.code_dim is None else self.code_dim, self.noise_dim, self.gan_width,
+                self.gan_hidden_dim, self.lr_generator, self.lr_discriminator, self.betas, self.lr_decay, self.synthetic_per_client,
+                self.training.epochs, self.training.steps, self.training.batch_size, self.seed, round, client.id, str(self.device))
+    return f"{_tensor_digest(client.x_train)}-{settings!r}"
 
-    def aggregate_fit(self, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
-        "Pool the uploaded synthetic images (local) or FedAvg the GANs and sample the global generator (federated); cluster them."
-        if not results: return {}
-        if self.gan == "federated":
-            self.server["gan"] = weighted_average([r.payload["gan"] for _, r in results], [r.num_examples for _, r in results])
-            gan = self.new_gan("global"); set_parameters(gan, self.server["gan"])
-            count = sum((self.synthetic_per_client or r.num_examples) for _, r in results)
-            synthetic = synthesize(gan, count, self.generator(round, "server", "synthesize"))
-        else:
-            synthetic = torch.cat([r.payload["synthetic"] for _, r in results])
-            if self.reuse_synthetic:
-                for client, result in results: self.keep_synthetic(client, round, result)
-        metrics = self.cluster_synthetic(synthetic.to(self.device), round)
-        return {"synthetic_images": float(len(synthetic)), **metrics}
-
-    def keep_synthetic(self, client: Client, round: int, result: FitRes) -> None:
-        "Keep a client's synthetic images and metrics for a later run with the same key (the server does it: a client only reads)."
+@patch
+def client_fit(self: SyntheticDataClustering, client: Client, ins: FitIns) -> FitRes:
+    "Train a GAN on the client's images (never its labels); upload synthetic images (local) or the GAN's weights (federated)."
+    round = ins.config.get("round", 0)
+    if self.gan == "local" and self.reuse_synthetic:
         key = self.gan_signature(client, round)
-        if key in _SYNTHETIC_CACHE: return
-        _SYNTHETIC_CACHE[key] = (result.payload["synthetic"].clone(), dict(result.metrics))
-        while len(_SYNTHETIC_CACHE) > SYNTHETIC_CACHE_SIZE: _SYNTHETIC_CACHE.popitem(last=False)
+        if key in _SYNTHETIC_CACHE:
+            synthetic, metrics = _SYNTHETIC_CACHE[key]
+            return FitRes(parameters={}, num_examples=client.num_examples, metrics=dict(metrics), payload={"synthetic": synthetic.clone()})
+    gan = self.new_gan(client.id)
+    if self.gan == "federated": set_parameters(gan, ins.payload["gan"])
+    noise = self.generator(round, client.id, "gan")
+    metrics = train_gan(gan, client.x_train, self.training, noise, self.lr_generator, self.lr_discriminator, self.betas, self.lr_decay)
+    if self.gan == "federated": payload = {"gan": get_parameters(gan)}
+    else:
+        count = self.synthetic_per_client or client.num_examples
+        payload = {"synthetic": synthesize(gan, count, self.generator(round, client.id, "synthesize"))}
+    return FitRes(parameters={}, num_examples=client.num_examples, metrics={"train_loss": metrics["discriminator_loss"], **metrics}, payload=payload)
 
-    def cluster_synthetic(self, images: torch.Tensor, round: int) -> dict:
-        "Set `server['centroids']` (and any model the clients need) from the pooled synthetic images; return server metrics."
-        raise NotImplementedError
+# %% ../../nbs/54_sdafc.ipynb #bee24457
+@patch
+def aggregate_fit(self: SyntheticDataClustering, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
+    "Pool the uploaded synthetic images (local) or FedAvg the GANs and sample the global generator (federated); cluster them."
+    if not results: return {}
+    if self.gan == "federated":
+        self.server["gan"] = weighted_average([r.payload["gan"] for _, r in results], [r.num_examples for _, r in results])
+        gan = self.new_gan("global"); set_parameters(gan, self.server["gan"])
+        count = sum((self.synthetic_per_client or r.num_examples) for _, r in results)
+        synthetic = synthesize(gan, count, self.generator(round, "server", "synthesize"))
+    else:
+        synthetic = torch.cat([r.payload["synthetic"] for _, r in results])
+        if self.reuse_synthetic:
+            for client, result in results: self.keep_synthetic(client, round, result)
+    metrics = self.cluster_synthetic(synthetic.to(self.device), round)
+    return {"synthetic_images": float(len(synthetic)), **metrics}
+
+@patch
+def keep_synthetic(self: SyntheticDataClustering, client: Client, round: int, result: FitRes) -> None:
+    "Keep a client's synthetic images and metrics for a later run with the same key (the server does it: a client only reads)."
+    key = self.gan_signature(client, round)
+    if key in _SYNTHETIC_CACHE: return
+    _SYNTHETIC_CACHE[key] = (result.payload["synthetic"].clone(), dict(result.metrics))
+    while len(_SYNTHETIC_CACHE) > SYNTHETIC_CACHE_SIZE: _SYNTHETIC_CACHE.popitem(last=False)
+
+@patch
+def cluster_synthetic(self: SyntheticDataClustering, images: torch.Tensor, round: int) -> dict:
+    "Set `server['centroids']` (and any model the clients need) from the pooled synthetic images; return server metrics."
+    raise NotImplementedError
 
 # %% ../../nbs/54_sdafc.ipynb #7df7ffcc
 SERVER_CLUSTERINGS = ("km", "fcm")
