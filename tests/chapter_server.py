@@ -43,7 +43,7 @@ def main() -> None:
     import torch
     import fedlearn_nb.engine as engine
     import fedlearn_nb.experiment  # noqa: F401  (the backends' registry)
-    engine._import_all_algorithms()                       # every algorithm and the models its module registers
+    engine.load_algorithms()                              # every algorithm and the models its module registers
 
     root = Path(__file__).resolve().parents[1]
     cfg = get_config(root / "nbs")

@@ -4,6 +4,7 @@ import queue
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -27,8 +28,9 @@ class ChapterRunner:
         self.process = None
 
     def start(self):
+        self.errors = tempfile.TemporaryFile("w+")        # what the runner itself says before it dies (a failed import)
         self.process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "chapter_server.py")], cwd=ROOT, text=True,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=1)
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, bufsize=1)
         self.replies = queue.Queue()
         threading.Thread(target=lambda out=self.process.stdout, q=self.replies: [q.put(l) for l in out] + [q.put(None)],
                          daemon=True).start()
@@ -47,7 +49,8 @@ class ChapterRunner:
             return {"passed": False, "log": f"timed out after {timeout:.0f} s"}
         if line is None:
             code = self.process.wait(); self.stop()
-            return {"passed": False, "log": f"the chapter runner died (exit status {code})"}
+            self.errors.seek(0)
+            return {"passed": False, "log": f"the chapter runner died (exit status {code}):\n{self.errors.read()[-6000:]}"}
         reply = json.loads(line)
         if reply["rss_mb"] > self.MAX_RSS_MB: self.stop()
         return reply
