@@ -22,7 +22,8 @@ from pathlib import Path
 REGISTRIES = ("ALGORITHMS", "MODEL_BUILDERS", "DATASETS", "_ALIASES", "BACKENDS", "BRIDGES")
 
 
-def _cpu_seconds() -> float:
+def cpu_seconds() -> float:
+    "CPU seconds (user + system) of this process and of every child it has waited for."
     import resource
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
@@ -89,7 +90,7 @@ def main() -> None:
                 os.chdir(root)
             log.seek(0)
             text = log.read()
-        now = _cpu_seconds()
+        now = cpu_seconds()
         reply.write(json.dumps({"path": path, "passed": bool(passed), "seconds": time.perf_counter() - began,
                                 "cpu_seconds": now - spent,     # the first chapter's includes the imports
                                 "log": text[-12000:], "rss_mb": _rss_mb()}) + "\n")

@@ -24,19 +24,14 @@ os.environ.pop("MPLBACKEND", None) if os.environ.get("MPLBACKEND", "").lower() =
 _CPU = {}
 
 
-def _cpu_now() -> float:
-    import resource
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     if not os.environ.get("FEDLEARN_TEST_CPU"):
         yield; return
-    began = _cpu_now()
+    from chapter_server import cpu_seconds   # tests/ is on sys.path beside this conftest
+    began = cpu_seconds()
     yield
-    _CPU[item.nodeid] = _cpu_now() - began + sum(v for k, v in item.user_properties if k == "child_cpu")
+    _CPU[item.nodeid] = cpu_seconds() - began + sum(v for k, v in item.user_properties if k == "child_cpu")
 
 
 def pytest_sessionfinish(session):

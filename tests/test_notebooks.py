@@ -32,8 +32,13 @@ class ChapterRunner:
         self.process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "chapter_server.py")], cwd=ROOT, text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, bufsize=1)
         self.replies = queue.Queue()
-        threading.Thread(target=lambda out=self.process.stdout, q=self.replies: [q.put(l) for l in out] + [q.put(None)],
-                         daemon=True).start()
+        threading.Thread(target=self._read, args=(self.process.stdout, self.replies), daemon=True).start()
+
+    @staticmethod
+    def _read(out, replies: queue.Queue):
+        "Each reply line as it comes, then None when the runner closes its output (it died or was stopped)."
+        for line in out: replies.put(line)
+        replies.put(None)
 
     def stop(self):
         if self.process and self.process.poll() is None:

@@ -122,17 +122,22 @@ def scales_in(source: str) -> tuple[str, ...] | None:
 
 _PROTOCOL_IMPORT = re.compile(r"from\s+fedlearn_nb\.tools\.protocols\s+import\s+(\w+)|(?:from|import)\s+fedlearn_nb\.tools\.protocols\.(\w+)")
 
+def _code_sources(path: str | Path) -> list[str]: return [c.source for c in read_notebook(path).cells if c.cell_type == "code"]
+
+def _protocols_in(sources: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(a or b for s in sources for a, b in _PROTOCOL_IMPORT.findall(s)))
+
 def notebook_protocols(path: str | Path) -> list[str]:
     "The paper protocol modules (`fedlearn_nb.tools.protocols.<name>`) that the notebook's code imports, by name."
-    sources = [c.source for c in read_notebook(path).cells if c.cell_type == "code"]
-    return list(dict.fromkeys(a or b for s in sources for a, b in _PROTOCOL_IMPORT.findall(s)))
+    return _protocols_in(_code_sources(path))
 
 def notebook_scales(path: str | Path) -> tuple[str, ...]:
     """The keys of the `SCALES` dict in the notebook's code, or in the protocol module it imports (both read from their
     source, nothing imported), else the default scales."""
-    for cell in read_notebook(path).cells:
-        if cell.cell_type == "code" and "SCALES" in cell.source and (found := scales_in(cell.source)): return found
-    for name in notebook_protocols(path):
+    sources = _code_sources(path)                        # the notebook is read once
+    for source in sources:
+        if "SCALES" in source and (found := scales_in(source)): return found
+    for name in _protocols_in(sources):
         spec = importlib.util.find_spec(f"fedlearn_nb.tools.protocols.{name}")
         if spec and spec.origin and (found := scales_in(Path(spec.origin).read_text())): return found
     return SCALES
