@@ -477,6 +477,7 @@ def refresh_output_cache(project_root: str | Path = ".", execute: bool | Iterabl
 # %% ../../nbs/90_docs.ipynb #ca584e10
 from nbdev.processors import exec_show_docs as _nbdev_exec_show_docs, FilterDefaults as _NbdevFilterDefaults
 
+# %% ../../nbs/90_docs.ipynb #9608176f
 _SHOW_DOC_DIRECTIVES = {"export", "exports", "exporti", "exec_doc"}
 
 def _show_doc_plan(cell) -> str | None:
@@ -645,6 +646,7 @@ _PAGE_TEMPLATE = r"""{%- extends 'index.html.j2' -%}
 {%- endblock input %}
 """
 
+# %% ../../nbs/90_docs.ipynb #abfa8c3c
 def _exporter(embed_images: bool):
     import jinja2
     from nbconvert import HTMLExporter
@@ -962,6 +964,7 @@ def mathjax_bundle() -> Path | None:
         if path.is_file(): return path
     return None
 
+# %% ../../nbs/90_docs.ipynb #51f5238e
 _MATHJAX_CONFIG = r"""<script>
 window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\(', '\\)']], displayMath: [['$$', '$$'], ['\\[', '\\]']],
   processEscapes: true, tags: 'ams'}, svg: {fontCache: 'global'},
