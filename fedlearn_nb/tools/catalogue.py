@@ -30,6 +30,7 @@ class PaperTable:
     status: str  # yes | partly | stand-in | no | not a result (a paper's table) | ours (a benchmark's own table)
     note: str = ""
 
+# %% ../../nbs/91a_catalogue.ipynb #d2f8c005
 @dataclass(frozen=True)
 class PaperSpec:
     "A paper notebook's record: title, the data each scale needs, the result tables, and whether it reproduces a paper."
@@ -58,6 +59,7 @@ _OURS_DIGIT5 = "Digit-5: MNIST, USPS, MNIST-M (SVHN and SynthDigits are not avai
 _OFFICE = "Office-Caltech-10 (all 2,533 images at 64x64)"
 _STL = "STL-10 (unlabelled split for pre-training)"
 
+# %% ../../nbs/91a_catalogue.ipynb #e567581f
 PAPERS: dict[str, PaperSpec] = {spec.key: spec for spec in [
     PaperSpec("fedccl", "FedCCL: federated dual-clustered feature contrast under domain heterogeneity",
               {"smoke": ("digits5lite", "digits"),
@@ -159,6 +161,7 @@ PAPERS: dict[str, PaperSpec] = {spec.key: spec for spec in [
     ), kind="benchmark"),
 ]}
 
+# %% ../../nbs/91a_catalogue.ipynb #dec7e8e0
 def paper_specs() -> list[PaperSpec]:
     "The registry's entries that reproduce a paper (the benchmark, our own comparison, left out)."
     return [spec for spec in PAPERS.values() if spec.is_paper]
@@ -179,6 +182,7 @@ class DataCheck:
         if self.present: return f"partly present (missing {', '.join(self.missing)})"
         return "missing"
 
+# %% ../../nbs/91a_catalogue.ipynb #33988dc9
 def _dataset_present(name: str, split: str | None, domain: str | None, root: str | Path | None) -> tuple[bool, str]:
     from fedlearn_nb.data import DatasetNotFoundError, dataset_info, load_dataset
     import torch
@@ -188,6 +192,7 @@ def _dataset_present(name: str, split: str | None, domain: str | None, root: str
     except DatasetNotFoundError as error: return False, " ".join(str(error).splitlines()[:2])
     return True, ""
 
+# %% ../../nbs/91a_catalogue.ipynb #c1ced169
 def check_data(names: Sequence[str], root: str | Path | None = None, cache: dict | None = None) -> list[DataCheck]:
     "For each data name (dataset, dataset:split or benchmark), whether its files are present under `root` (default: settings)."
     from fedlearn_nb.data import UnknownDatasetError, benchmark_info

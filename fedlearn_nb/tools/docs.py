@@ -57,6 +57,7 @@ def _code(source: str, **metadata) -> dict:
 def _markdown(source: str) -> dict:
     return {"cell_type": "markdown", "metadata": {}, "source": source}
 
+# %% ../../nbs/90_docs.ipynb #d8aba74e
 def write_notebook(path: str | Path, cells: list[dict]) -> Path:
     "Write `cells` (dicts with cell_type and source) as a clean nbformat-4 notebook at `path`."
     import nbformat
@@ -93,6 +94,7 @@ website:
             href: api.qmd
 """
 
+# %% ../../nbs/90_docs.ipynb #0a588eac
 _EXAMPLE_PYPROJECT = """\
 [project]
 name = "demolib"
@@ -109,6 +111,7 @@ tst_flags = "notest"
 put_version_in_init = false
 """
 
+# %% ../../nbs/90_docs.ipynb #fb1fc5f7
 # a 2x3 PNG with one red pixel (a committed "figure" that needs no plotting library)
 _TINY_PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAMAAAACCAIAAAASFvFNAAAAFklEQVR4nGP4z8DAwPCfgYGB4T8DAwMAKPMD/X5+pS8AAAAASUVORK5CYII=")
@@ -175,6 +178,7 @@ class NavEntry:
     href: str
     text: str | None = None  # None: the page's title
 
+# %% ../../nbs/90_docs.ipynb #693af35e
 @dataclass
 class NavSection:
     "A titled group of sidebar entries (title None: the top level); sections nest."
@@ -187,6 +191,7 @@ class NavSection:
             if isinstance(entry, NavSection): yield from entry.walk()
             else: yield entry
 
+# %% ../../nbs/90_docs.ipynb #636f47e3
 def site_path(source: str | Path, nbs_dir: str = "nbs") -> str:
     "The page built from `source`, relative to the site root: `nbs/00_core.ipynb` -> `core.html`."
     parts = Path(source).parts
@@ -201,11 +206,13 @@ class DocsWarning(UserWarning):
 def _warn(message: str) -> None:
     warnings.warn(message, DocsWarning, stacklevel=3)
 
+# %% ../../nbs/90_docs.ipynb #f62b25d3
 def _expand(pattern: str, root: Path) -> list[str]:
     "The files under `root` matching the glob `pattern` (Quarto's sidebar globs), sorted, hidden ones left out."
     matches = sorted(p.relative_to(root).as_posix() for p in root.glob(pattern.lstrip("/")) if p.is_file())
     return [m for m in matches if not any(part.startswith(("_", ".")) for part in Path(m).parts)]
 
+# %% ../../nbs/90_docs.ipynb #fb53605a
 def _sidebar_entries(items: list | str, nbs_dir: str, root: Path, where: str) -> list:
     entries = []
     for item in [items] if isinstance(items, str) else items or []:
@@ -262,6 +269,7 @@ def _cell_directives(source: str) -> dict[str, str]:
         directives[match.group(1)] = match.group(2)
     return directives
 
+# %% ../../nbs/90_docs.ipynb #caf2011a
 def execute_notebook(notebook, cwd: str | Path, skip_flags: Iterable[str] = ("notest",),
                      cell_timeout: int = 300, kernel_name: str = "python3"):
     "Execute `notebook` (nbformat node) in a fresh kernel in `cwd`, skipping cells flagged with `skip_flags`."
@@ -330,6 +338,7 @@ def _want_execution(source: str, execute: bool | Iterable[str]) -> bool:
     stem = Path(source).stem
     return any(fnmatch.fnmatch(stem, pattern) or fnmatch.fnmatch(source, pattern) for pattern in execute)
 
+# %% ../../nbs/90_docs.ipynb #bfdfadc1
 def cell_digest(source: str) -> str:
     "A short hash of a code cell's source (surrounding whitespace ignored): how the figure cache knows a cell."
     return hashlib.sha256(source.strip().encode()).hexdigest()[:16]
@@ -337,6 +346,7 @@ def cell_digest(source: str) -> str:
 def _source(cell) -> str:
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
+# %% ../../nbs/90_docs.ipynb #5cb3a22f
 def figure_cells(notebook) -> list:
     "The code cells of `notebook` that look like they draw (`FIGURE_CALLS`), leaving out exported cells and `exec_doc` cells (run at every build)."
     cells = []
@@ -467,6 +477,7 @@ def refresh_output_cache(project_root: str | Path = ".", execute: bool | Iterabl
 # %% ../../nbs/90_docs.ipynb #ca584e10
 from nbdev.processors import exec_show_docs as _nbdev_exec_show_docs, FilterDefaults as _NbdevFilterDefaults
 
+# %% ../../nbs/90_docs.ipynb #9608176f
 _SHOW_DOC_DIRECTIVES = {"export", "exports", "exporti", "exec_doc"}
 
 def _show_doc_plan(cell) -> str | None:
@@ -501,6 +512,7 @@ class ShowDocRunner(_nbdev_exec_show_docs):
             self.errors.append(f"cell {cell.idx_} ({first_line}): {type(self.k.exc).__name__}: {self.k.exc}")
             self.k.exc = None
 
+# %% ../../nbs/90_docs.ipynb #47b4c710
 class DocsFilter(_NbdevFilterDefaults):
     "nbdev's documentation processors (`FilterDefaults`) with `ShowDocRunner` in place of `exec_show_docs`."
     def base_procs(self):
@@ -525,6 +537,7 @@ def process_notebook(notebook, path: str | Path, project_root: str | Path, error
         errors.extend(e for proc in processor.procs for e in getattr(proc, "errors", []))
     return nb
 
+# %% ../../nbs/90_docs.ipynb #8640fbdd
 def _close_shells(processor) -> None:
     "End the IPython shells nbdev's `exec_show_docs` opened, now and in this thread (not at exit, from another)."
     import atexit
@@ -605,6 +618,7 @@ def _link_html(match) -> str:
     extra += f' class="{html.escape(classes)}"' if classes else ""
     return f'<a href="{html.escape(url)}"{extra}>{html.escape(text)}</a>'
 
+# %% ../../nbs/90_docs.ipynb #177cbebd
 def plain_markdown(text: str) -> str:
     "Quarto-flavoured markdown made plain: links with attributes as HTML anchors, fenced divs as `<div>`s."
     text = _QUARTO_LINK.sub(_link_html, text)
@@ -632,6 +646,7 @@ _PAGE_TEMPLATE = r"""{%- extends 'index.html.j2' -%}
 {%- endblock input %}
 """
 
+# %% ../../nbs/90_docs.ipynb #abfa8c3c
 def _exporter(embed_images: bool):
     import jinja2
     from nbconvert import HTMLExporter
@@ -639,6 +654,7 @@ def _exporter(embed_images: bool):
                         extra_loaders=[jinja2.DictLoader({"fedlearn_page.html.j2": _PAGE_TEMPLATE})],
                         exclude_input_prompt=True, exclude_output_prompt=True, embed_images=embed_images)
 
+# %% ../../nbs/90_docs.ipynb #7c1a168d
 def render_body(nb, folder: str | Path, embed_images: bool = True) -> str:
     "The HTML body of a processed notebook `nb` whose relative links start from `folder`."
     import nbformat
@@ -663,6 +679,7 @@ def render_body(nb, folder: str | Path, embed_images: bool = True) -> str:
     body, _ = _exporter(False).from_notebook_node(node, resources={"metadata": {"path": str(folder)}})
     return _embed_local_images(body, folder) if embed_images else body
 
+# %% ../../nbs/90_docs.ipynb #64a84f28
 def _embed_local_images(body: str, folder: str | Path) -> str:
     "Replace `<img src=...>` of image files under `folder` (relative paths) with data URIs."
     import mimetypes
@@ -682,12 +699,14 @@ def slugify(text: str) -> str:
     text = re.sub(r"^[^a-z]+", "", text)
     return text or "section"
 
+# %% ../../nbs/90_docs.ipynb #ca663c06
 _HEADING = re.compile(r"<h([1-6])([^>]*)>(.*?)</h\1>", re.DOTALL)
 
 def _text_of(fragment: str) -> str:
     fragment = re.sub(r'<a class="anchor-link"[^>]*>.*?</a>', "", fragment, flags=re.DOTALL)
     return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
 
+# %% ../../nbs/90_docs.ipynb #808cad93
 def add_heading_ids(body: str, toc_levels: tuple[int, ...] = (2, 3)) -> tuple[str, list[tuple[int, str, str]]]:
     "Give every heading in `body` a unique Pandoc-style id; returns the new body and the TOC (level, id, text)."
     seen: dict[str, int] = {}
@@ -737,6 +756,7 @@ def results_files(results_dir: str | Path) -> list[Path]:
     return sorted((p for p in results_dir.rglob("*") if p.is_file() and p.suffix.lower() in _RESULT_SUFFIXES
                    and not any(part.startswith(".") for part in p.relative_to(results_dir).parts)), key=order)
 
+# %% ../../nbs/90_docs.ipynb #684e46c9
 def _csv_table(path: Path, max_rows: int) -> str:
     import pandas as pd
     try: frame = pd.read_csv(path)
@@ -754,6 +774,7 @@ def _no_results(paper: str) -> dict:
                      f'(<code>fedlearn-repro run {html.escape(paper)}</code>) and publish it under '
                      f'<code>papers/results/{html.escape(paper)}/</code>.</p>')
 
+# %% ../../nbs/90_docs.ipynb #45dd93d9
 def _table_cell(path: Path, heading: str, link: str, relative: str, max_rows: int) -> dict:
     return _markdown(heading + _csv_table(path, max_rows)
                      + f'\n\n<p class="fl-source">Source: <a href="{html.escape(link)}">{html.escape(relative)}</a></p>')
@@ -762,6 +783,7 @@ def _figure_cell(path: Path, heading: str, link: str, relative: str) -> dict:
     return _markdown(heading + f'<figure class="fl-figure"><img src="{html.escape(link)}" '
                      f'alt="{html.escape(path.stem)}"><figcaption>{html.escape(relative)}</figcaption></figure>')
 
+# %% ../../nbs/90_docs.ipynb #f6e7b349
 def summary_files(folder: str | Path) -> list[Path]:
     "The headline results under a paper's results `folder`: the tables (`table_*.csv`) and figures of its most complete run (paper, quick, then smoke scale; sub-folders are variants)."
     folder = Path(folder)
@@ -794,6 +816,7 @@ def results_summary_cells(paper: str, results_root: str | Path, link_prefix: str
                                + re.sub(r"^#", "####", notes.read_text(encoding="utf-8"), flags=re.MULTILINE) + "\n\n</details>"))
     return cells
 
+# %% ../../nbs/90_docs.ipynb #ea3b7556
 def results_position(cells: list) -> int:
     "Where a paper page's results go: after the introduction, before its first code cell or section heading."
     for i, cell in enumerate(cells):
@@ -852,6 +875,7 @@ def read_module_index(library: str | Path) -> dict:
             return ast.literal_eval(node.value)
     raise ValueError(f"{path} has no `d = {{...}}`: run nbdev-export to write it again")
 
+# %% ../../nbs/90_docs.ipynb #3589a38a
 def _public(name: str) -> bool:
     return not any(part.startswith("_") for part in name.split("."))
 
@@ -860,6 +884,7 @@ def _resolve(module, qualname: str):
     for part in qualname.split("."): value = getattr(value, part)
     return value
 
+# %% ../../nbs/90_docs.ipynb #f3946ec9
 class _Annotation:
     "A string annotation (from `from __future__ import annotations`) that prints without quotes."
     def __init__(self, text: str): self.text = text
@@ -880,6 +905,7 @@ def signature_text(obj) -> str:
     text = str(signature.replace(parameters=parameters, return_annotation=unquote(signature.return_annotation)))
     return re.sub(r" at 0x[0-9a-fA-F]+>", ">", text)
 
+# %% ../../nbs/90_docs.ipynb #f00399fb
 def _summary(obj) -> str:
     import inspect
     text = (inspect.getdoc(obj) or "").strip().split("\n\n")[0]
@@ -938,6 +964,7 @@ def mathjax_bundle() -> Path | None:
         if path.is_file(): return path
     return None
 
+# %% ../../nbs/90_docs.ipynb #51f5238e
 _MATHJAX_CONFIG = r"""<script>
 window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\(', '\\)']], displayMath: [['$$', '$$'], ['\\[', '\\]']],
   processEscapes: true, tags: 'ams'}, svg: {fontCache: 'global'},
@@ -972,6 +999,7 @@ def _nav_html(sections: list[NavSection], titles: dict[str, str], current: str, 
                             f'<ul class="fl-nav">{inner}</ul></div>')
     return "\n".join(blocks)
 
+# %% ../../nbs/90_docs.ipynb #34dc08de
 def _toc_html(toc: list[tuple[int, str, str]]) -> str:
     if not toc: return ""
     items = "\n".join(f'<li class="fl-toc-{level}"><a href="#{slug}">{html.escape(text)}</a></li>' for level, slug, text in toc)
@@ -1035,6 +1063,7 @@ def _plain_text(fragment: str) -> str:
     fragment = re.sub(r'<a class="anchor-link"[^>]*>.*?</a>', "", fragment, flags=re.DOTALL)
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
 
+# %% ../../nbs/90_docs.ipynb #a23a1e31
 def search_entries(body: str, page: str, title: str, max_chars: int = 4000) -> list[dict]:
     "The search index entries of a page: one per section (`u`: address, `t`: title, `x`: text), headings h2 and h3 starting sections."
     entries, start, current = [], 0, (page, title)
@@ -1046,6 +1075,7 @@ def search_entries(body: str, page: str, title: str, max_chars: int = 4000) -> l
             current, start = (f"{page}#{match.group(2)}", f"{title} › {_plain_text(match.group(3))}"), match.end()
     return entries
 
+# %% ../../nbs/90_docs.ipynb #cdc57275
 def write_search_index(dest: str | Path, entries: list[dict]) -> Path:
     "Write the site's search index (`search_index.js`, a script setting `window.FL_SEARCH_INDEX`) and the search box's script."
     dest = Path(dest)
@@ -1141,6 +1171,7 @@ class _PageLinks(HTMLParser):
             href, label, text = self._open.pop()
             self.references.append(("a", href, (label + "".join(text)).strip()))
 
+# %% ../../nbs/90_docs.ipynb #3d2da7cb
 def page_links(text: str) -> _PageLinks:
     "Parse an HTML page: `.ids` (every id) and `.references` ((tag, url, link text or None) for a, img, script, link...)."
     parser = _PageLinks()
@@ -1223,6 +1254,7 @@ class PageReport:
     seconds: float = 0.0
     notes: list = field(default_factory=list)
 
+# %% ../../nbs/90_docs.ipynb #c2d524b1
 @dataclass
 class BuildReport:
     "What `build_site` built: where, which pages, the warnings, and how long it took."
@@ -1246,12 +1278,14 @@ def repository_url(project_root: str | Path) -> str:
     urls = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {}).get("urls", {}) if path.is_file() else {}
     return str(next((url for key, url in urls.items() if key.lower() in ("repository", "source", "code")), ""))
 
+# %% ../../nbs/90_docs.ipynb #99db1c29
 def _kind(source: str, nbs_dir: str, papers_dir: str) -> str:
     if source in GENERATED_PAGES: return "generated"
     if Path(source).parts[:1] == (papers_dir,): return "paper"
     if Path(source).name == "index.ipynb" and Path(source).parent.as_posix() == nbs_dir: return "home"
     return "chapter"
 
+# %% ../../nbs/90_docs.ipynb #5dc24dc0
 def _find_sources(root: Path, sections: list[NavSection], nbs_dir: str, papers_dir: str) -> tuple[list[str], list[str]]:
     "Sources to build (sidebar order first, then unlisted notebooks) and the listed sources that are missing."
     listed = [e.source for s in sections for e in s.walk() if not re.match(r"^[a-z]+://", e.source)]
@@ -1273,6 +1307,7 @@ def _copy_results(root: Path, papers_dir: str, dest: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
 
+# %% ../../nbs/90_docs.ipynb #01a185a6
 def _prepare_dest(dest: Path, root: Path) -> None:
     "Empty `dest` for a new build, refusing folders that are not a built site."
     if dest == root or root.is_relative_to(dest): raise ValueError(f"refusing to build into {dest}: it holds the project")
@@ -1512,6 +1547,7 @@ def readme_links(text: str, index_dir: str | Path, readme_dir: str | Path, doc_u
         return f"{opening}{moved}{hash_}{anchor}{closing}"
     return _MARKDOWN_LINK.sub(_fix, text)
 
+# %% ../../nbs/90_docs.ipynb #28fb1d1b
 def readme_markdown(index: str | Path = "nbs/index.ipynb", readme_dir: str | Path | None = None, doc_url: str = "") -> str:
     "The README text of the index notebook: markdown cells (links moved to `readme_dir`, default the index's parent folder), visible code cells as ```python blocks, no outputs."
     index = Path(index)

@@ -37,6 +37,7 @@ def main_config(algorithm: str = "fedavg", rounds: int = 6, seed: int = 0, resul
                   results_dir=str(results_dir) if results_dir is not None else None, name=f"{key}-seed{seed}")
     return RunConfig(**{**values, **overrides})
 
+# %% ../../nbs/94_main.ipynb #aaa3647e
 def run_main(algorithms: Sequence[str] = tuple(MAIN_ALGORITHMS), rounds: int = 6, seed: int = 0, results_dir: str | Path | None = None,
              clients_per_domain: int = 1, progress: bool = True, plot: bool = True) -> tuple[pd.DataFrame, dict[str, History], Path]:
     "Run the main job's methods; write the table, per-round metrics, plot and summary under `<results_dir>/main`."

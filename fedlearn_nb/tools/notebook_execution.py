@@ -33,6 +33,7 @@ class RunOutcome:
     error: str = ""
     interrupted: bool = False
 
+# %% ../../nbs/91d_notebook_execution.ipynb #310b8ad5
 class _Interruption:
     "Ctrl-C during a run: the first interrupts the kernel's cell (as Jupyter's stop button) and runs no further cell; a second stops at once."
     def __init__(self): self.interrupted, self.managers = False, []
@@ -62,10 +63,12 @@ class _Interruption:
         "nbclient's hook before each cell: after Ctrl-C, no further cell starts."
         if self.interrupted: raise RuntimeError("interrupted (Ctrl-C) before this cell")
 
+# %% ../../nbs/91d_notebook_execution.ipynb #7853d1db
 def _install_handler(handler):
     try: return signal.signal(signal.SIGINT, handler)
     except ValueError: return None  # not the main thread: Ctrl-C stays Python's
 
+# %% ../../nbs/91d_notebook_execution.ipynb #4b92a8b9
 def execute_plan(plan: RunPlan, progress: bool = True, kernel_name: str = "python3", threads: int | None = None,
                  timeout: int | None = None) -> RunOutcome:
     "Run the plan's notebook with papermill into its output folder; `runner.json` says running, then done, failed or interrupted; never raises on a failing cell."
@@ -107,4 +110,3 @@ def execute_plan(plan: RunPlan, progress: bool = True, kernel_name: str = "pytho
     atomic_write_json(plan.output_dir / "runner.json", {**record, "ok": not error, "error": error, "seconds": round(seconds, 1),
                                                          "started": started, **final, "host": platform.node(), "pid": os.getpid()})
     return RunOutcome(plan, not error, seconds, error, interruption.interrupted)
-

@@ -37,12 +37,14 @@ def project_root() -> Path:
     if settings is not None: return settings.parent
     return Path(__file__).resolve().parent.parent.parent
 
+# %% ../../nbs/91b_planning.ipynb #65acf6dd
 def find_papers_dir(papers_dir: str | Path | None = None) -> Path:
     "The folder of the paper notebooks: `papers_dir`, else `<project root>/papers`."
     folder = Path(papers_dir) if papers_dir is not None else project_root() / "papers"
     if not folder.is_dir(): raise FileNotFoundError(f"no paper notebooks folder at {folder}; pass --papers-dir or run from the project")
     return folder
 
+# %% ../../nbs/91b_planning.ipynb #80169344
 def discover_papers(papers_dir: str | Path | None = None) -> dict[str, Path]:
     "The paper notebooks, {name: path}, in name order (files starting with '_' or '.' are left out)."
     folder = find_papers_dir(papers_dir)
@@ -65,6 +67,7 @@ def ensure_parameters_cell(nb, name: str = "notebook") -> bool:
                      "tag the cell of default values with 'parameters' (jupytext: `# %% tags=[\"parameters\"]`; keep it through "
                      "nbdev-clean with `allowed_cell_metadata_keys = [\"tags\"]` under [tool.nbdev] in pyproject.toml)")
 
+# %% ../../nbs/91b_planning.ipynb #c739a73d
 def read_notebook(path: str | Path):
     "A notebook (nbformat v4 node) with its `parameters` cell tagged (see `ensure_parameters_cell`) and a kernel named."
     import nbformat
@@ -85,6 +88,7 @@ def _declared_type(value: Any, help_text: str) -> type | None:
     word = re.match(r"\s*(\w+)", help_text)
     return _TYPE_WORDS.get(word.group(1)) if word else None
 
+# %% ../../nbs/91b_planning.ipynb #16298805
 def parse_parameters(source: str, name: str = "the parameters cell") -> dict[str, dict]:
     "A parameters cell's `name = value  # help` lines: {name: {default (source text), value, help, type}}, read with Python's parser."
     try: tree = ast.parse(source)
@@ -103,12 +107,14 @@ def parse_parameters(source: str, name: str = "the parameters cell") -> dict[str
         parameters[target.id] = {"default": default, "value": value, "help": help_text, "type": _declared_type(value, help_text)}
     return parameters
 
+# %% ../../nbs/91b_planning.ipynb #22ca4ee8
 def notebook_parameters(path: str | Path) -> dict[str, dict]:
     "The notebook's parameters (its cell tagged `parameters`): {name: {default (source text), value, help, type}}."
     nb = read_notebook(path)
     cell = next(c for c in nb.cells if c.cell_type == "code" and "parameters" in c.get("metadata", {}).get("tags", []))
     return parse_parameters(cell.source, f"{Path(path).name}'s parameters cell")
 
+# %% ../../nbs/91b_planning.ipynb #2f7d365e
 def scales_in(source: str) -> tuple[str, ...] | None:
     "The keys of a module-level `SCALES = {...}` (or `SCALES: ... = {...}`) dict in Python `source`, or None."
     try: tree = ast.parse("\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!"))))
@@ -120,6 +126,7 @@ def scales_in(source: str) -> tuple[str, ...] | None:
             return tuple(k.value for k in node.value.keys)
     return None
 
+# %% ../../nbs/91b_planning.ipynb #03bfc73f
 _PROTOCOL_IMPORT = re.compile(r"from\s+fedlearn_nb\.tools\.protocols\s+import\s+(\w+)|(?:from|import)\s+fedlearn_nb\.tools\.protocols\.(\w+)")
 
 def _code_sources(path: str | Path) -> list[str]: return [c.source for c in read_notebook(path).cells if c.cell_type == "code"]
@@ -131,6 +138,7 @@ def notebook_protocols(path: str | Path) -> list[str]:
     "The paper protocol modules (`fedlearn_nb.tools.protocols.<name>`) that the notebook's code imports, by name."
     return _protocols_in(_code_sources(path))
 
+# %% ../../nbs/91b_planning.ipynb #cc9e646c
 def notebook_scales(path: str | Path) -> tuple[str, ...]:
     """The keys of the `SCALES` dict in the notebook's code, or in the protocol module it imports (both read from their
     source, nothing imported), else the default scales."""
@@ -142,6 +150,7 @@ def notebook_scales(path: str | Path) -> tuple[str, ...]:
         if spec and spec.origin and (found := scales_in(Path(spec.origin).read_text())): return found
     return SCALES
 
+# %% ../../nbs/91b_planning.ipynb #2e76f1a7
 def notebook_title(path: str | Path) -> str:
     "The notebook's first markdown heading (without the '#')."
     for cell in read_notebook(path).cells:
@@ -211,6 +220,7 @@ def _valid(what: str, unknown: Sequence[str], valid: Sequence[str]) -> ValueErro
         return f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
     return ValueError(f"unknown {what} {', '.join(map(hint, unknown))}; valid: {', '.join(valid) or '(none)'}")
 
+# %% ../../nbs/91b_planning.ipynb #63afd23a
 def select_papers(request: str | Sequence[str], papers: Mapping[str, Path]) -> list[str]:
     "The paper names asked for ('all', a name, or comma-separated names), checked against the notebooks found."
     names = [request] if isinstance(request, str) else list(request)
@@ -221,6 +231,7 @@ def select_papers(request: str | Sequence[str], papers: Mapping[str, Path]) -> l
     if unknown: raise _valid("paper(s)", unknown, [*papers, "all"])
     return list(dict.fromkeys(names))
 
+# %% ../../nbs/91b_planning.ipynb #6daa82b5
 def check_request(path: str | Path, scale: str, overrides: Mapping[str, str] | Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     "The papermill parameters for a run of notebook `path` at `scale` with `-p` overrides, after checking names and values."
     name = Path(path).stem
@@ -265,10 +276,12 @@ class RunPlan:
         "The declared data that is not (fully) present."
         return [c for c in (self.data or []) if c.status != "present"]
 
+# %% ../../nbs/91b_planning.ipynb #406489ef
 def timestamp() -> str:
     "The local time as YYYYmmdd-HHMMSS (the name of a run folder)."
     return datetime.now().strftime("%Y%m%d-%H%M%S")
 
+# %% ../../nbs/91b_planning.ipynb #c60797d2
 def results_base(results_dir: str | Path | None = None, settings: Settings | None = None,
                  origin: str = "--results-dir") -> tuple[Path, str]:
     "The base folder of the run folders (`results_dir`, else the settings') and what set it; an error naming the fix when it is no folder."
@@ -287,6 +300,7 @@ def results_base(results_dir: str | Path | None = None, settings: Settings | Non
         raise ValueError(f"the results folder {base} (from {origin}) cannot be written: no permission in {blocker}")
     return base, origin
 
+# %% ../../nbs/91b_planning.ipynb #43634bdd
 _RUN_FOLDER = "[0-9]" * 8 + "-" + "[0-9]" * 6
 
 def _process_alive(pid: Any) -> bool:
@@ -294,6 +308,7 @@ def _process_alive(pid: Any) -> bool:
     except (OSError, ValueError, TypeError): return False
     return True
 
+# %% ../../nbs/91b_planning.ipynb #0041e576
 def unfinished_state(folder: str | Path, parameters: Mapping[str, Any] | None = None) -> str:
     "How the run in `folder` ended when it did not finish ('interrupted ...', 'stopped ...'), '' if it finished, is still running or ran other parameters."
     info = Path(folder) / "runner.json"
@@ -309,6 +324,7 @@ def unfinished_state(folder: str | Path, parameters: Mapping[str, Any] | None = 
     when = record.get("interrupted") or record.get("started", "?")
     return f"interrupted at {when}" if state == "interrupted" else f"stopped without finishing (started {when})"
 
+# %% ../../nbs/91b_planning.ipynb #33d56aec
 def run_folder_for(paper: str, scale: str, results_dir: str | Path | None = None, resume: bool | None = False,
                    parameters: Mapping[str, Any] | None = None) -> Path:
     "`<results_dir>/papers/<paper>/<scale>/<YYYYmmdd-HHMMSS>`; `resume` True: the newest existing one if any; None: the newest unfinished run with the same `parameters` if any."
@@ -320,6 +336,7 @@ def run_folder_for(paper: str, scale: str, results_dir: str | Path | None = None
     while folder.exists(): folder, stamp = base / f"{timestamp()}-{stamp}", stamp + 1
     return folder.resolve()
 
+# %% ../../nbs/91b_planning.ipynb #b4b10bf3
 def plan_runs(request: str | Sequence[str], scale: str = "smoke", overrides: Sequence[tuple[str, str]] = (),
               results_dir: str | Path | None = None, papers_dir: str | Path | None = None, resume: bool | None = False,
               check: bool = True, data_root: str | Path | None = None) -> list[RunPlan]:
@@ -346,6 +363,7 @@ def plan_runs(request: str | Sequence[str], scale: str = "smoke", overrides: Seq
         plans.append(RunPlan(paper, papers[paper], scale, parameters, folder, data, unfinished))
     return plans
 
+# %% ../../nbs/91b_planning.ipynb #2562d2c4
 def describe_plan(plan: RunPlan) -> str:
     "What a dry run prints for one plan: notebook, parameters, output folder and the data check."
     lines = [f"{plan.paper} ({plan.scale}): {plan.notebook}",
@@ -358,4 +376,3 @@ def describe_plan(plan: RunPlan) -> str:
             lines.append(f"  data:       {check.name}: {check.status}" + (f" -- {check.detail}" if check.detail else ""))
         if plan.missing_data: lines.append("  (the notebook skips what is missing and says so in its tables)")
     return "\n".join(lines)
-

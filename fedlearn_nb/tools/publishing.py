@@ -38,6 +38,7 @@ def print_results(outcome: RunOutcome, max_rows: int | None = 30) -> pd.DataFram
     summary.insert(0, "paper", outcome.plan.paper)
     return summary
 
+# %% ../../nbs/91e_publishing.ipynb #b54af396
 def summary_text(summary: pd.DataFrame, note_width: int = 60) -> str:
     "The closing summary, one line per table: numbers rounded, '-' where there is none, notes cut at a word."
     if not len(summary): return "no tables were written"
@@ -55,6 +56,7 @@ def portable_text(text: str, root: str | Path, data_root: str | Path | None = No
         if len(place) > 1: text = text.replace(place, places[place])
     return text
 
+# %% ../../nbs/91e_publishing.ipynb #29d49d97
 def publish_run(run_dir: str | Path, destination: str | Path | None = None) -> Path:
     "Copy a run's tables, figures and metadata to `<papers>/results/<paper>/<scale>/` (replacing that folder)."
     run_dir = Path(run_dir)

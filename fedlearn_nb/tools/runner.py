@@ -89,6 +89,7 @@ def torch_install_problem() -> str:
         return (f"{what} (import torchvision: {first}); nothing was run. Fix: install both in one command from one index, "
                 f"pip install --force-reinstall {pins}{index}")
 
+# %% ../../nbs/91_runner.ipynb #7dd7ea41
 def settings_line(settings: Settings, results: tuple[Path, str] | None = None) -> str:
     "Where the settings came from, and the results and data folders in effect (with what set each; `results`: the command's own)."
     source = f"{settings.source}" if settings.source is not None else "no settings.ini found (defaults, relative to the working directory)"
@@ -96,6 +97,7 @@ def settings_line(settings: Settings, results: tuple[Path, str] | None = None) -
     return (f"settings: {source}\n  results_dir: {results[0]} ({results[1]})"
             f"\n  data_root:   {settings.data_root} ({settings.origin('data_root')})")
 
+# %% ../../nbs/91_runner.ipynb #a882bc13
 def data_root_problem(settings: Settings) -> str:
     "'' when the data folder exists; else a line saying which setting named it and how to change it."
     root, origin = Path(settings.data_root), settings.origin("data_root")
@@ -105,6 +107,7 @@ def data_root_problem(settings: Settings) -> str:
            else "set data_root in settings.ini or FEDLEARN_DATA_ROOT")
     return f"the data folder {root} does not exist ({origin} set it): {fix}; only the embedded data (smoke scale) is at hand"
 
+# %% ../../nbs/91_runner.ipynb #9f2539d2
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fedlearn-repro", description="List and run the paper reproduction notebooks.")
     parser.add_argument("--papers-dir", default=None, help="folder of the paper notebooks (default: <project>/papers)")
@@ -142,11 +145,13 @@ def _parser() -> argparse.ArgumentParser:
     cost.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     return parser
 
+# %% ../../nbs/91_runner.ipynb #68bc8416
 def _continue_command(argv: Sequence[str]) -> str:
     "The command that continues an interrupted run: the same one, with --resume (and without --new)."
     kept = [a for a in argv if a not in ("--resume", "--new")]
     return shlex.join(["fedlearn-repro", *kept, "--resume"])
 
+# %% ../../nbs/91_runner.ipynb #eadb1c43
 def _interactive() -> bool:
     "Is someone at a terminal to answer a question?"
     return sys.stdin.isatty() and sys.stdout.isatty()
@@ -161,6 +166,7 @@ def _ask_to_continue(plans: list[RunPlan]) -> None:
             plan.output_dir = run_folder_for(plan.paper, plan.scale, plan.output_dir.parent.parent.parent.parent, resume=False)
             plan.parameters["results_dir"], plan.unfinished = str(plan.output_dir), ""
 
+# %% ../../nbs/91_runner.ipynb #22f5e399
 def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     problem = torch_install_problem()
     if problem: print(f"fedlearn-repro: error: {problem}", file=sys.stderr); return 2
@@ -198,6 +204,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"{outcome.plan.paper}: {'ok' if outcome.ok else 'FAILED: ' + outcome.error} ({outcome.seconds:.0f} s) -> {outcome.plan.output_dir}")
     return 0 if all(o.ok for o in outcomes) else 1
 
+# %% ../../nbs/91_runner.ipynb #b429d2e1
 def main(argv: Sequence[str] | None = None) -> int:
     "The `fedlearn-repro` command; returns the exit status (0 ok, 1 a run failed, 2 a bad request, 130 interrupted)."
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -221,7 +228,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\ninterrupted before any notebook started: nothing was written; run the same command again", file=sys.stderr); return 130
     finally:
         os.environ.clear(); os.environ.update(environment)
-
 
 # %% ../../nbs/91_runner.ipynb #431bfb62
 if __name__ == "__main__" and "__file__" in globals(): sys.exit(main())  # `python -m`, not a notebook's kernel

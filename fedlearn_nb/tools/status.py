@@ -71,6 +71,7 @@ def committed_results(paper: str, results_root: str | Path | None = None) -> tup
     best = max(folders, key=rank)
     return best, _scale_of(best, root)
 
+# %% ../../nbs/91f_status.ipynb #7752d050
 def csv_table_number(number: str) -> str:
     "A registry table number as the paper notebooks name its CSV: roman numerals become arabic ('II' -> '2'), others stay."
     values = {"I": 1, "V": 5, "X": 10, "L": 50}
@@ -78,6 +79,7 @@ def csv_table_number(number: str) -> str:
     digits = [values[c] for c in number]
     return str(sum(-d if d < after else d for d, after in zip(digits, digits[1:] + [0])))
 
+# %% ../../nbs/91f_status.ipynb #ddc83a94
 def _ours_vs_paper(row: pd.Series | None) -> str:
     if row is None: return "table not in the committed run"
     if not row["with ours"]: return f"0 of {row['entries']} entries ({row['commonest note'] or 'no numbers'})"
@@ -88,6 +90,7 @@ def _ours_vs_paper(row: pd.Series | None) -> str:
         text += f": mean {row['mean ours']:.2f} vs {row['mean paper']:.2f}, mean |diff| {row['mean |difference|']:.2f}"
     return text
 
+# %% ../../nbs/91f_status.ipynb #1a428758
 _VALUE_COLUMNS = ("ours", "paper", "difference", "note", "table", "std", "ours_std", "seeds", "runs")
 
 def method_ordering(frame: pd.DataFrame) -> dict:
@@ -106,6 +109,7 @@ def method_ordering(frame: pd.DataFrame) -> dict:
         same_best += int(group.loc[group["ours"].idxmax(), "method"] == group.loc[group["paper"].idxmax(), "method"])
     return {"columns": len(rhos), "spearman": float(np.mean(rhos)) if rhos else None, "same best": same_best}
 
+# %% ../../nbs/91f_status.ipynb #b30ccf95
 def _ordering_text(ordering: dict) -> str:
     if not ordering["columns"]: return "-"
     rho = ordering["spearman"]
@@ -113,6 +117,7 @@ def _ordering_text(ordering: dict) -> str:
     return (f"{verdict}: Spearman {rho:.2f} over {ordering['columns']} column(s); "
             f"same best method in {ordering['same best']} of {ordering['columns']}")
 
+# %% ../../nbs/91f_status.ipynb #a4b601c4
 def _committed_state(row: pd.Series | None, scale: str, stale: Sequence[str] = ()) -> str:
     if row is None: return "table not in the committed run"
     real = row["with ours"] - row["stand-in"]
@@ -122,6 +127,7 @@ def _committed_state(row: pd.Series | None, scale: str, stale: Sequence[str] = (
     if stale: state += f"; {', '.join(stale)} marked not implemented in this run but built since (run it again to fill)"
     return state
 
+# %% ../../nbs/91f_status.ipynb #6128a5dc
 def reproduction_status(results_root: str | Path | None = None) -> pd.DataFrame:
     "One row per result table of the five papers (not the benchmark): what it shows, the data (paper / ours), status, committed numbers and method ordering."
     rows, registered = [], registered_algorithms()

@@ -28,6 +28,7 @@ def read_tables(folder: str | Path) -> dict[str, pd.DataFrame]:
     paths = sorted(Path(folder).glob("table_*.csv"), key=_table_key)
     return {p.stem[len("table_"):]: pd.read_csv(p) for p in paths}
 
+# %% ../../nbs/91c_tables.ipynb #41e5fb1d
 def numeric_column(frame: pd.DataFrame, column: str) -> pd.Series:
     "`frame[column]` as numbers (NaN where a value is no number, or where the column is absent)."
     return pd.to_numeric(frame[column], errors="coerce") if column in frame else pd.Series(float("nan"), index=frame.index)
@@ -37,6 +38,7 @@ def is_stand_in(frame: pd.DataFrame) -> pd.Series:
     if "note" not in frame: return pd.Series(False, index=frame.index)
     return frame["note"].fillna("").astype(str).str.contains("stand-in", case=False)
 
+# %% ../../nbs/91c_tables.ipynb #13d3f485
 def table_summary(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     "One row per table: entries, how many have ours (and how many of those on stand-in data), means and mean |ours - paper| over real-data entries, the commonest note."
     rows = []
@@ -54,11 +56,13 @@ def table_summary(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["table", "entries", "with ours", "stand-in", "mean ours", "mean paper", "mean |difference|",
                                        "commonest note"])
 
+# %% ../../nbs/91c_tables.ipynb #dc64539f
 def shorten(text: Any, width: int) -> str:
     "`text` cut to at most `width` characters at a word boundary, ending in '...' when cut (never mid-word)."
     text = " ".join(str(text).split())
     return text if len(text) <= width else textwrap.shorten(text, width=width, placeholder=" ...")
 
+# %% ../../nbs/91c_tables.ipynb #e03d326e
 def side_by_side_text(frame: pd.DataFrame, max_rows: int | None = 30, decimals: int = 2, note_width: int = 80) -> str:
     "A results table as text: the columns before `ours` (which entry), ours, paper, difference, note; rows with ours first; stand-in rows marked."
     value_columns = [c for c in ("ours", "paper", "difference") if c in frame]
@@ -75,6 +79,7 @@ def side_by_side_text(frame: pd.DataFrame, max_rows: int | None = 30, decimals: 
     if max_rows and len(shown) > max_rows: text += f"\n... {len(shown) - max_rows} more rows"
     return text
 
+# %% ../../nbs/91c_tables.ipynb #49a904ad
 def results_problem(folder: str | Path) -> str:
     "Why a finished run's tables are no result ('' when they are one): no `table_*.csv`, or not one number of ours in them."
     tables = read_tables(folder)
@@ -83,4 +88,3 @@ def results_problem(folder: str | Path) -> str:
         notes = table_summary(tables)["commonest note"]
         return f"no table has a single number of ours (every entry skipped; e.g. {notes.iloc[0]!r})"
     return ""
-
