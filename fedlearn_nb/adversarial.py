@@ -123,6 +123,7 @@ def robust_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, attack: 
     finally: model.train(was_training)
     return correct / len(y)
 
+# %% ../nbs/08_adversarial.ipynb #3b6872d1
 def robustness_report(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epsilon: float = 0.1, pgd_steps: int = 20,
                       step_size: float | None = None, clip: tuple[float, float] | None = (0.0, 1.0),
                       batch_size: int = 512, seed: int = 0) -> dict:

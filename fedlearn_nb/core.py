@@ -100,6 +100,7 @@ def restore_random_states(states: dict) -> None:
 def _mps_available() -> bool:
     return bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
 
+# %% ../nbs/00_core.ipynb #e44e3f86
 def choose_device(preference: str | torch.device | None = "auto") -> torch.device:
     "The device to run on: `auto` picks cuda > mps > cpu; otherwise the named device, checked to exist."
     if isinstance(preference, torch.device): preference = str(preference)
@@ -142,6 +143,7 @@ class Settings:
         if key in self.origins: return self.origins[key]
         return f"settings file {self.source}" if self.source is not None else "the default (no settings.ini found)"
 
+# %% ../nbs/00_core.ipynb #e138fe39
 _SETTINGS_SECTION = "fedlearn_nb"
 _PATH_KEYS = ("data_root", "results_dir", "fashion_mnist_root")
 
@@ -164,12 +166,14 @@ def _nearest_settings(start: Path) -> Path | None:
     here = start.resolve()
     return next((folder / "settings.ini" for folder in [here, *here.parents] if _has_section(folder / "settings.ini")), None)
 
+# %% ../nbs/00_core.ipynb #811d5731
 def package_project() -> Path | None:
     "The folder above the imported `fedlearn_nb` package (a checkout or an editable install's project), None if unknown."
     import importlib.util
     spec = importlib.util.find_spec("fedlearn_nb")
     return Path(spec.origin).resolve().parent.parent if spec is not None and spec.origin else None
 
+# %% ../nbs/00_core.ipynb #6b6dfa62
 def find_settings_file(start: str | Path | None = None) -> Path | None:
     "The `settings.ini` in effect: `$FEDLEARN_SETTINGS`; the nearest from `start` upwards; the package's project's; the nearest from the working directory upwards; else None."
     if os.environ.get("FEDLEARN_SETTINGS"):
@@ -239,6 +243,7 @@ def _umask() -> int:
     os.umask(mask)
     return mask
 
+# %% ../nbs/00_core.ipynb #42b61366
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     "Write `data` to `path` atomically (temp file in the same folder, fsync, rename)."
     path = Path(path)
@@ -256,6 +261,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
         raise
     return path
 
+# %% ../nbs/00_core.ipynb #7f5f7470
 def atomic_write_text(path: str | Path, text: str) -> Path:
     "Write `text` (UTF-8) to `path` atomically."
     return atomic_write_bytes(path, text.encode("utf-8"))
@@ -273,10 +279,12 @@ def _to_jsonable(value: Any) -> Any:
     if isinstance(value, float) and not np.isfinite(value): return None
     return value
 
+# %% ../nbs/00_core.ipynb #d7e5e248
 def atomic_write_json(path: str | Path, obj: Any, indent: int = 2) -> Path:
     "Write `obj` as JSON to `path` atomically; dataclasses, paths, numpy and torch values are converted."
     return atomic_write_text(path, json.dumps(_to_jsonable(obj), indent=indent, sort_keys=False) + "\n")
 
+# %% ../nbs/00_core.ipynb #68185455
 def atomic_write_csv(path: str | Path, rows: Iterable[Mapping[str, Any]] | Any) -> Path:
     "Write `rows` (a list of dicts, or a pandas DataFrame) as CSV to `path` atomically."
     if hasattr(rows, "to_csv"): return atomic_write_text(path, rows.to_csv(index=False))
@@ -288,6 +296,7 @@ def atomic_write_csv(path: str | Path, rows: Iterable[Mapping[str, Any]] | Any) 
     writer.writerows({k: _to_jsonable(v) for k, v in r.items()} for r in rows)
     return atomic_write_text(path, buffer.getvalue())
 
+# %% ../nbs/00_core.ipynb #a5a3d15d
 def read_json(path: str | Path) -> Any:
     "Read a JSON file, with an error naming the file when it is corrupt."
     path = Path(path)
@@ -318,6 +327,7 @@ def package_versions(names: Iterable[str] = _VERSIONED) -> dict[str, str]:
         except ImportError: versions[name] = "not installed"
     return versions
 
+# %% ../nbs/00_core.ipynb #38e7ed63
 def git_revision(path: str | Path | None = None) -> str | None:
     "The git commit of the repository holding `path` (default: the working directory), `+dirty` if modified; or None."
     cwd = Path(path) if path else Path.cwd()
@@ -329,6 +339,7 @@ def git_revision(path: str | Path | None = None) -> str | None:
         return commit.stdout.strip() + ("+dirty" if status.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError): return None
 
+# %% ../nbs/00_core.ipynb #2bcb5196
 def run_metadata(config: Any = None, seed: int | None = None, device: str | torch.device | None = None) -> dict:
     "A record of a run: config, seed, package versions, device, host, git revision and UTC time."
     device = torch.device(device) if device is not None else None

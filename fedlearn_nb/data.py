@@ -111,6 +111,7 @@ def register_dataset(info: DatasetInfo, aliases: Iterable[str] = ()) -> DatasetI
     for alias in aliases: _ALIASES[_normalise_name(alias)] = info.name
     return info
 
+# %% ../nbs/01_data.ipynb #3fce488c
 def _normalise_name(name: str) -> str:
     return str(name).strip().lower().replace("-", "_").replace(" ", "_")
 
@@ -136,6 +137,7 @@ def _idx_layout(prefix: str = "", torchvision_folder: str = "MNIST") -> str:
     return (f"{prefix}train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, "
             f"t10k-labels-idx1-ubyte.gz (gzipped or not), directly in the folder or in {torchvision_folder}/raw/")
 
+# %% ../nbs/01_data.ipynb #24ff1016
 register_dataset(DatasetInfo(
     "mnist", "MNIST", "mnist", _DIGITS, (1, 28, 28), ("train", "test"),
     ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/"), _idx_layout(),
@@ -148,6 +150,7 @@ register_dataset(DatasetInfo(
     "Y. LeCun, L. Bottou, Y. Bengio, P. Haffner. Gradient-based learning applied to document recognition. Proc. IEEE 1998.",
     ("FedCCL", "FedPLCC (Digit-5)", "CCFC", "CP-CFL"), read_mnist, download_torchvision_mnist("MNIST")))
 
+# %% ../nbs/01_data.ipynb #b42063f7
 register_dataset(DatasetInfo(
     "fashion_mnist", "Fashion-MNIST", "fashion_mnist",
     ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"), (1, 28, 28),
@@ -165,6 +168,7 @@ register_dataset(DatasetInfo(
     ("FedCCL", "CCFC"), read_fashion_mnist, download_torchvision_mnist("FashionMNIST"),
     system_dirs=("/usr/share/datasets/fashion-mnist",)), aliases=("fmnist", "fashionmnist"))
 
+# %% ../nbs/01_data.ipynb #7aaedb02
 register_dataset(DatasetInfo(
     "emnist", "EMNIST (balanced, 47 classes)", "emnist",
     tuple("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabdefghnqrt"), (1, 28, 28), ("train", "test"),
@@ -176,6 +180,7 @@ register_dataset(DatasetInfo(
     ("FedCRL", "CP-CFL (pre-training)"), read_emnist, download_torchvision_mnist("EMNIST", split="balanced"),
     note="images are transposed back to upright (the files store them transposed)"), aliases=("emnist_balanced", "emnist47"))
 
+# %% ../nbs/01_data.ipynb #ab7fc636
 register_dataset(DatasetInfo(
     "cifar10", "CIFAR-10", "cifar10",
     ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"), (3, 32, 32), ("train", "test"),
@@ -192,6 +197,7 @@ register_dataset(DatasetInfo(
     "A. Krizhevsky. Learning multiple layers of features from tiny images. Tech. report, U. Toronto, 2009.",
     ("FedCCL", "FedCRL", "CCFC", "CP-CFL"), read_cifar10, download_torchvision_archive("CIFAR10")), aliases=("cifar_10",))
 
+# %% ../nbs/01_data.ipynb #7cd782fd
 register_dataset(DatasetInfo(
     "cifar100", "CIFAR-100", "cifar100", _CIFAR100_CLASSES, (3, 32, 32), ("train", "test"),
     ("https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",),
@@ -202,6 +208,7 @@ register_dataset(DatasetInfo(
     ("FedCRL", "CP-CFL (pre-training)"), read_cifar100, download_torchvision_archive("CIFAR100"),
     note="fine labels (100 classes)"), aliases=("cifar_100",))
 
+# %% ../nbs/01_data.ipynb #689d986c
 register_dataset(DatasetInfo(
     "stl10", "STL-10", "stl10",
     ("airplane", "bird", "car", "cat", "deer", "dog", "horse", "monkey", "ship", "truck"), (3, 96, 96), ("train", "test", "unlabeled"),
@@ -216,6 +223,7 @@ register_dataset(DatasetInfo(
     note="the unlabeled split (100,000 images, 2.8 GB as uint8) has y = -1; load it with dtype=torch.uint8"),
     aliases=("stl_10",))
 
+# %% ../nbs/01_data.ipynb #acca6487
 register_dataset(DatasetInfo(
     "svhn", "SVHN (cropped digits)", "svhn", _DIGITS, (3, 32, 32), ("train", "test"),
     ("http://ufldl.stanford.edu/housenumbers/train_32x32.mat", "http://ufldl.stanford.edu/housenumbers/test_32x32.mat"),
@@ -224,6 +232,7 @@ register_dataset(DatasetInfo(
     "Y. Netzer et al. Reading digits in natural images with unsupervised feature learning. NIPS workshop 2011.",
     ("FedCCL (Digit-5)", "FedPLCC (Digit-5)"), read_svhn, download_torchvision_file("SVHN")))
 
+# %% ../nbs/01_data.ipynb #4eaa708b
 register_dataset(DatasetInfo(
     "usps", "USPS", "usps", _DIGITS, (1, 16, 16), ("train", "test"),
     ("https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/multiclass/usps.bz2",
@@ -235,6 +244,7 @@ register_dataset(DatasetInfo(
     "J. J. Hull. A database for handwritten text recognition research. IEEE TPAMI 16(5), 1994.",
     ("FedCCL (Digit-5)", "FedPLCC (Digit-5)"), read_usps, download_torchvision_file("USPS")))
 
+# %% ../nbs/01_data.ipynb #f6ac16a4
 register_dataset(DatasetInfo(
     "mnist_m", "MNIST-M", "mnist_m", _DIGITS, (3, 32, 32), ("train", "test"),
     ("http://yaroslav.ganin.net/ (DANN project page: mnist_m.tar.gz)",),
@@ -248,6 +258,7 @@ register_dataset(DatasetInfo(
     "Y. Ganin et al. Domain-adversarial training of neural networks. JMLR 17, 2016.",
     ("FedCCL (Digit-5)", "FedPLCC (Digit-5)"), read_mnist_m, None), aliases=("mnistm",))
 
+# %% ../nbs/01_data.ipynb #4dfde1ec
 register_dataset(DatasetInfo(
     "synth_digits", "SynthDigits (SynNumbers)", "synth_digits", _DIGITS, (3, 32, 32), ("train", "test"),
     ("http://yaroslav.ganin.net/ (DANN project page: SynNumbers)", "http://ai.bu.edu/M3SDA/ (Digit-Five: syn_number.mat)"),
@@ -256,6 +267,7 @@ register_dataset(DatasetInfo(
     {}, "Y. Ganin, V. Lempitsky. Unsupervised domain adaptation by backpropagation. ICML 2015.",
     ("FedCCL (Digit-5)", "FedPLCC (Digit-5)"), read_synth_digits, None), aliases=("synth", "synthdigits", "syn_digits"))
 
+# %% ../nbs/01_data.ipynb #a5689086
 _OFFICE_DOMAINS = ("amazon", "caltech", "dslr", "webcam")
 register_dataset(DatasetInfo(
     "office_caltech10", "Office-Caltech-10", "office_caltech10",
@@ -273,6 +285,7 @@ register_dataset(DatasetInfo(
     note="no official split: a fixed, per-class 80/20 train/test split (seed 0)"),
     aliases=("office10", "office_caltech_10", "office_caltech"))
 
+# %% ../nbs/01_data.ipynb #21f8de7c
 register_dataset(DatasetInfo(
     "domainnet10", "DomainNet (10-class subset)", "domainnet",
     ("bird", "feather", "headphones", "ice_cream", "teapot", "tiger", "whale", "windmill", "wine_glass", "zebra"),
@@ -298,6 +311,7 @@ def _domain_name(info: DatasetInfo, domain: str | None) -> str | None:
         raise ValueError(f"{info.name} needs domain= one of {', '.join(info.domains)}; got {domain!r}")
     return key
 
+# %% ../nbs/01_data.ipynb #9bece5cf
 def _read_split(source: DataSource, split: str, domain: str | None, download: bool) -> RawSplit:
     try: return source.info.loader(source, split, domain)
     except DatasetNotFoundError:
@@ -305,6 +319,7 @@ def _read_split(source: DataSource, split: str, domain: str | None, download: bo
     source.info.downloader(source, split, domain)
     return source.info.loader(source, split, domain)
 
+# %% ../nbs/01_data.ipynb #80f9232d
 def load_dataset(name: str, root: str | Path | None = None, split: str = "train", download: bool | None = None, *,
                  domain: str | None = None, image_size: int | None = None, dtype: torch.dtype = torch.float32,
                  verify: bool = True) -> LabelledData:
@@ -342,6 +357,7 @@ def _load_digits(source: DataSource, split: str, domain: str | None) -> RawSplit
 def _load_digits5lite(source: DataSource, split: str, domain: str | None) -> RawSplit:
     return RawSplit(*make_digits5lite_split(domain, split), None, STAND_IN_NOTE)
 
+# %% ../nbs/01_data.ipynb #b1f11e00
 _EMBEDDED = "embedded: built from sklearn.datasets.load_digits, no files"
 register_dataset(DatasetInfo(
     "digits", "digits (stand-in for MNIST, from scikit-learn)", None, _DIGITS, (1, 28, 28), ("train", "test"),
@@ -349,6 +365,7 @@ register_dataset(DatasetInfo(
     "E. Alpaydin, C. Kaynak. Optical recognition of handwritten digits. UCI Machine Learning Repository, 1998.",
     ("default stand-in",), _load_digits, None, note="STAND-IN"), aliases=("sklearn_digits",))
 
+# %% ../nbs/01_data.ipynb #b4bf0400
 register_dataset(DatasetInfo(
     "digits5lite", "digits-5-lite (stand-in for Digit-5, from scikit-learn)", None, _DIGITS, (3, 32, 32), ("train", "test"),
     ("https://archive.ics.uci.edu/dataset/80/optical+recognition+of+handwritten+digits",), _EMBEDDED, {},
@@ -383,6 +400,7 @@ class Domain:
 
     def __repr__(self) -> str: return f"Domain({self.name!r}, train={len(self.train)}, test={len(self.test)})"
 
+# %% ../nbs/01_data.ipynb #136548d3
 @dataclass(repr=False)
 class DomainBenchmark:
     "Domains sharing classes and image shape (C, H, W); `stand_in` marks an imitation of a real benchmark."
@@ -420,6 +438,7 @@ class DomainBenchmark:
         return pd.DataFrame([{"domain": d.name, "train": len(d.train), "test": len(d.test),
                               "train per class": d.train.class_counts().tolist(), "note": d.train.note} for d in self])
 
+# %% ../nbs/01_data.ipynb #b8da30c7
 @dataclass(frozen=True)
 class BenchmarkInfo:
     "A multi-domain benchmark: its domains as (domain name, dataset, dataset's domain), default image size, papers."
@@ -432,11 +451,13 @@ class BenchmarkInfo:
     note: str = ""
     augmentation: Callable | None = field(default=None, repr=False, compare=False)
 
+# %% ../nbs/01_data.ipynb #86fe2cd1
 def _domainnet_augmentation() -> Callable:
     "FedPLVM's DomainNet training augmentation: random horizontal flip and rotation by up to ±30 degrees."
     from torchvision.transforms import v2
     return v2.Compose([v2.RandomHorizontalFlip(), v2.RandomRotation(30)])
 
+# %% ../nbs/01_data.ipynb #9add3efd
 BENCHMARKS: dict[str, BenchmarkInfo] = {info.name: info for info in [
     BenchmarkInfo("digit5", "Digit-5", (("mnist", "mnist", None), ("usps", "usps", None), ("svhn", "svhn", None),
                   ("synth", "synth_digits", None), ("mnistm", "mnist_m", None)), 32, papers=("FedCCL", "FedPLCC"),
@@ -459,6 +480,7 @@ def benchmark_info(name: str) -> BenchmarkInfo:
     if key not in BENCHMARKS: raise UnknownDatasetError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(BENCHMARKS)}")
     return BENCHMARKS[key]
 
+# %% ../nbs/01_data.ipynb #b4e898aa
 def load_benchmark(name: str, root: str | Path | None = None, image_size: int | None = None, *,
                    domains: Sequence[str] | None = None, missing: str = "error",
                    max_train_per_domain: int | None = None, max_test_per_domain: int | None = None,

@@ -12,6 +12,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from fastcore.basics import patch
+
 import numpy as np
 import pandas as pd
 import torch
@@ -65,11 +67,13 @@ def _check_partition(partition: Sequence, size: int, what: str) -> list[np.ndarr
         out.append(part.astype(np.int64))
     return out
 
+# %% ../nbs/04_federation.ipynb #1914d6e6
 def _equal_shares(size: int, num: int, seed: int) -> list[np.ndarray]:
     "Shuffle range(size) and cut it into `num` disjoint, near-equal shares."
     order = np.random.default_rng(seed).permutation(size)
     return [np.sort(s) for s in np.array_split(order, num)]
 
+# %% ../nbs/04_federation.ipynb #5a92b95f
 def _take(data, idx: np.ndarray, device, transform: Callable | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     "The images and labels of `data` at `idx`, the images mapped by `transform`, both on `device`."
     index = torch.as_tensor(idx, dtype=torch.long)
@@ -117,75 +121,82 @@ class FederatedData:
     @property
     def device(self) -> torch.device: return self.clients[0].x_train.device
 
-    def class_counts(self, split: str = "train") -> np.ndarray:
-        "(num_clients, num_classes) label counts of each client's `split` ('train' or 'test')."
-        ys = [c.y_train if split == "train" else c.y_test for c in self.clients]
-        return np.stack([np.bincount(y.cpu().numpy(), minlength=self.num_classes) for y in ys])
+# %% ../nbs/04_federation.ipynb #eed071c6
+@patch
+def class_counts(self: FederatedData, split: str = "train") -> np.ndarray:
+    "(num_clients, num_classes) label counts of each client's `split` ('train' or 'test')."
+    ys = [c.y_train if split == "train" else c.y_test for c in self.clients]
+    return np.stack([np.bincount(y.cpu().numpy(), minlength=self.num_classes) for y in ys])
 
-    def summary(self) -> pd.DataFrame:
-        "One row per client: domain, number of train/test examples, classes present."
-        counts = self.class_counts()
-        return pd.DataFrame({"client": [c.id for c in self.clients], "domain": [c.domain for c in self.clients],
-                             "train": [c.num_examples for c in self.clients], "test": [c.num_test_examples for c in self.clients],
-                             "classes_present": (counts > 0).sum(1)})
+@patch
+def summary(self: FederatedData) -> pd.DataFrame:
+    "One row per client: domain, number of train/test examples, classes present."
+    counts = self.class_counts()
+    return pd.DataFrame({"client": [c.id for c in self.clients], "domain": [c.domain for c in self.clients],
+                         "train": [c.num_examples for c in self.clients], "test": [c.num_test_examples for c in self.clients],
+                         "classes_present": (counts > 0).sum(1)})
 
-    @classmethod
-    def from_partition(cls, train, partition: Sequence[np.ndarray], test=None, test_partition: Sequence[np.ndarray] | None = None,
-                       test_fraction: float | None = None, seed: int = 0, device: str | torch.device = "cpu",
-                       name: str | None = None, domains: Sequence[str] | None = None,
-                       transform: Callable | None = None) -> FederatedData:
-        "Clients from one dataset cut by `partition` (index arrays); test data by `test_fraction`, or `test` (+ `test_partition`)."
-        parts = _check_partition(partition, len(train.y), "partition")
-        if domains is not None and len(domains) != len(parts): raise ValueError(f"domains names {len(domains)} clients, the partition {len(parts)}")
-        device = torch.device(device)
-        if test_fraction is not None:
-            if test is not None: raise ValueError("pass either test_fraction (split each client's data) or test, not both")
-            train_parts, test_parts = split_train_test(parts, test_fraction, seed=derive_seed(seed, "test_split") % 2**32)
-            pairs = [(np.sort(part), np.sort(tpart)) for part, tpart in zip(train_parts, test_parts)]
+# %% ../nbs/04_federation.ipynb #b17dee89
+@patch(cls_method=True)
+def from_partition(cls: FederatedData, train, partition: Sequence[np.ndarray], test=None, test_partition: Sequence[np.ndarray] | None = None,
+                   test_fraction: float | None = None, seed: int = 0, device: str | torch.device = "cpu",
+                   name: str | None = None, domains: Sequence[str] | None = None,
+                   transform: Callable | None = None) -> FederatedData:
+    "Clients from one dataset cut by `partition` (index arrays); test data by `test_fraction`, or `test` (+ `test_partition`)."
+    parts = _check_partition(partition, len(train.y), "partition")
+    if domains is not None and len(domains) != len(parts): raise ValueError(f"domains names {len(domains)} clients, the partition {len(parts)}")
+    device = torch.device(device)
+    if test_fraction is not None:
+        if test is not None: raise ValueError("pass either test_fraction (split each client's data) or test, not both")
+        train_parts, test_parts = split_train_test(parts, test_fraction, seed=derive_seed(seed, "test_split") % 2**32)
+        pairs = [(np.sort(part), np.sort(tpart)) for part, tpart in zip(train_parts, test_parts)]
+    else:
+        if test is None: test_parts = [np.zeros(0, np.int64)] * len(parts)
+        elif test_partition is None: test_parts = _equal_shares(len(test.y), len(parts), derive_seed(seed, "test_shares"))
         else:
-            if test is None: test_parts = [np.zeros(0, np.int64)] * len(parts)
-            elif test_partition is None: test_parts = _equal_shares(len(test.y), len(parts), derive_seed(seed, "test_shares"))
-            else:
-                test_parts = _check_partition(test_partition, len(test.y), "test_partition")
-                if len(test_parts) != len(parts): raise ValueError(f"test_partition has {len(test_parts)} clients, partition {len(parts)}")
-            pairs = list(zip(parts, test_parts))
-        source = train if test is None else test
-        clients = [Client(k, *_take(train, part, device, transform), *_take(source, tpart, device, transform),
-                          domain=None if domains is None else domains[k]) for k, (part, tpart) in enumerate(pairs)]
-        empty_clients = [c.id for c in clients if c.num_examples == 0]
-        if empty_clients: raise ValueError(f"clients {empty_clients} have no training examples; use a partition with a minimum size per client")
-        return cls(clients, list(train.classes), name or getattr(train, "name", "federated"))
+            test_parts = _check_partition(test_partition, len(test.y), "test_partition")
+            if len(test_parts) != len(parts): raise ValueError(f"test_partition has {len(test_parts)} clients, partition {len(parts)}")
+        pairs = list(zip(parts, test_parts))
+    source = train if test is None else test
+    clients = [Client(k, *_take(train, part, device, transform), *_take(source, tpart, device, transform),
+                      domain=None if domains is None else domains[k]) for k, (part, tpart) in enumerate(pairs)]
+    empty_clients = [c.id for c in clients if c.num_examples == 0]
+    if empty_clients: raise ValueError(f"clients {empty_clients} have no training examples; use a partition with a minimum size per client")
+    return cls(clients, list(train.classes), name or getattr(train, "name", "federated"))
 
-    @classmethod
-    def from_benchmark(cls, benchmark, clients_per_domain: int = 1, partition: Callable | None = None, seed: int = 0,
-                       device: str | torch.device = "cpu", samples: Sequence[np.ndarray] | None = None,
-                       transform: Callable | None = None) -> FederatedData:
-        "Clients from a domain benchmark: `clients_per_domain` per domain (cut by `partition(labels, k, seed=)`, default equal shares)."
-        if clients_per_domain < 1: raise ValueError(f"clients_per_domain must be >= 1, got {clients_per_domain}")
-        device, clients = torch.device(device), []
-        for d, domain in enumerate(benchmark.domains):
-            kept = np.arange(len(domain.train.y)) if samples is None else _check_partition([samples[d]], len(domain.train.y), f"domain {domain.name}")[0]
-            labels = domain.train.y.cpu().numpy()[kept]
-            if clients_per_domain == 1: parts = [np.arange(len(labels))]
-            elif partition is None: parts = _equal_shares(len(labels), clients_per_domain, derive_seed(seed, d, "domain_shares"))
-            else: parts = _check_partition(partition(labels, clients_per_domain, seed=derive_seed(seed, d, "domain_partition") % 2**32),
-                                           len(labels), f"domain {domain.name}")
-            test_parts = _equal_shares(len(domain.test.y), clients_per_domain, derive_seed(seed, d, "domain_test"))
-            for part, tpart in zip(parts, test_parts):
-                if len(part) == 0: raise ValueError(f"a client of domain {domain.name} has no training examples; use fewer clients per domain")
-                clients.append(Client(len(clients), *_take(domain.train, kept[part], device, transform),
-                                      *_take(domain.test, tpart, device, transform), domain=domain.name))
-        return cls(clients, list(benchmark.classes), getattr(benchmark, "name", "benchmark"), getattr(benchmark, "train_augmentation", None))
+# %% ../nbs/04_federation.ipynb #b3f772d8
+@patch(cls_method=True)
+def from_benchmark(cls: FederatedData, benchmark, clients_per_domain: int = 1, partition: Callable | None = None, seed: int = 0,
+                   device: str | torch.device = "cpu", samples: Sequence[np.ndarray] | None = None,
+                   transform: Callable | None = None) -> FederatedData:
+    "Clients from a domain benchmark: `clients_per_domain` per domain (cut by `partition(labels, k, seed=)`, default equal shares)."
+    if clients_per_domain < 1: raise ValueError(f"clients_per_domain must be >= 1, got {clients_per_domain}")
+    device, clients = torch.device(device), []
+    for d, domain in enumerate(benchmark.domains):
+        kept = np.arange(len(domain.train.y)) if samples is None else _check_partition([samples[d]], len(domain.train.y), f"domain {domain.name}")[0]
+        labels = domain.train.y.cpu().numpy()[kept]
+        if clients_per_domain == 1: parts = [np.arange(len(labels))]
+        elif partition is None: parts = _equal_shares(len(labels), clients_per_domain, derive_seed(seed, d, "domain_shares"))
+        else: parts = _check_partition(partition(labels, clients_per_domain, seed=derive_seed(seed, d, "domain_partition") % 2**32),
+                                       len(labels), f"domain {domain.name}")
+        test_parts = _equal_shares(len(domain.test.y), clients_per_domain, derive_seed(seed, d, "domain_test"))
+        for part, tpart in zip(parts, test_parts):
+            if len(part) == 0: raise ValueError(f"a client of domain {domain.name} has no training examples; use fewer clients per domain")
+            clients.append(Client(len(clients), *_take(domain.train, kept[part], device, transform),
+                                  *_take(domain.test, tpart, device, transform), domain=domain.name))
+    return cls(clients, list(benchmark.classes), getattr(benchmark, "name", "benchmark"), getattr(benchmark, "train_augmentation", None))
 
-    def pooled(self, by_domain: bool = False) -> FederatedData:
-        "Every client's train and test data pooled into one client, or one client per domain (CP-CFL's centralised references)."
-        keys = [c.domain if by_domain else "all clients" for c in self.clients]
-        clients = []
-        for key in dict.fromkeys(keys):
-            members = [c for c, k in zip(self.clients, keys) if k == key]
-            clients.append(Client(len(clients), torch.cat([c.x_train for c in members]), torch.cat([c.y_train for c in members]),
-                                  torch.cat([c.x_test for c in members]), torch.cat([c.y_test for c in members]), domain=key))
-        return type(self)(clients, self.classes, f"{self.name} pooled {'by group' if by_domain else 'all'}", self.train_augmentation)
+# %% ../nbs/04_federation.ipynb #cf384688
+@patch
+def pooled(self: FederatedData, by_domain: bool = False) -> FederatedData:
+    "Every client's train and test data pooled into one client, or one client per domain (CP-CFL's centralised references)."
+    keys = [c.domain if by_domain else "all clients" for c in self.clients]
+    clients = []
+    for key in dict.fromkeys(keys):
+        members = [c for c, k in zip(self.clients, keys) if k == key]
+        clients.append(Client(len(clients), torch.cat([c.x_train for c in members]), torch.cat([c.y_train for c in members]),
+                              torch.cat([c.x_test for c in members]), torch.cat([c.y_test for c in members]), domain=key))
+    return type(self)(clients, self.classes, f"{self.name} pooled {'by group' if by_domain else 'all'}", self.train_augmentation)
 
 # %% ../nbs/04_federation.ipynb #1cb1f292
 def merge_splits(*datasets: Any, name: str | None = None) -> Any:
@@ -213,6 +224,7 @@ def scheme_function(scheme: str) -> Callable:
     if scheme not in SCHEMES: raise ValueError(f"unknown partition scheme {scheme!r}; choose one of {list(SCHEMES)}")
     return {"grouped_label_sets": partition_grouped_label_sets, "domains": partition_domains}.get(scheme) or PARTITIONERS[scheme]
 
+# %% ../nbs/04_federation.ipynb #d51da59c
 def build_federation(data, scheme: str = "iid", num_clients: int | None = None, *, test=None, test_fraction: float | None = None,
                      clients_per_domain: int = 1, seed: int = 0, partition: Sequence[np.ndarray] | GroupedPartition | None = None,
                      transform: Callable | None = None, pooled: str | None = None, device: str | torch.device = "cpu",
@@ -255,6 +267,7 @@ def personalised_scheme(setting: str, num_clients: int, num_classes: int, beta: 
         return "pathological", dict(num_classes_per_partition=classes_per_client, class_assignment_mode=mode)
     raise ValueError(f"setting must be 'practical' (Dirichlet) or 'pathological' (classes per client), got {setting!r}")
 
+# %% ../nbs/04_federation.ipynb #313fa026
 def personalised_partition(labels: Any, setting: str, num_clients: int, seed: int = 0, **options) -> list[np.ndarray]:
     "Index arrays per client for FedCRL's `setting` (options: those of `personalised_scheme`)."
     labels = np.asarray(labels)
@@ -300,6 +313,7 @@ class FederationSpec:
         if self.image_size is None and not self.rgb: return then
         return functools.partial(_prepare_images, image_size=self.image_size, rgb=self.rgb, then=then)
 
+# %% ../nbs/04_federation.ipynb #9f52e82c
 def _prepare_images(x: torch.Tensor, image_size: int | None, rgb: bool, then: Callable | None) -> torch.Tensor:
     x = x if image_size is None else resize_images(x, image_size)
     x = to_rgb(x) if rgb else x

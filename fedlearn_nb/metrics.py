@@ -29,6 +29,7 @@ def to_numpy(values: Any) -> np.ndarray:
     if isinstance(values, torch.Tensor): return values.detach().cpu().numpy()
     return np.asarray(values)
 
+# %% ../nbs/02_metrics.ipynb #dddfb1b4
 def _labels(values: Any, name: str) -> np.ndarray:
     "A 1-D label vector; (N, C) scores or logits become their argmax."
     array = to_numpy(values)
@@ -38,6 +39,7 @@ def _labels(values: Any, name: str) -> np.ndarray:
     if array.ndim != 1: raise ValueError(f"{name} must be labels (N,) or scores (N, C), got shape {array.shape}")
     return array
 
+# %% ../nbs/02_metrics.ipynb #a6b02378
 def _pair(predictions: Any, targets: Any) -> tuple[np.ndarray, np.ndarray]:
     "Predicted and true labels, checked to be non-empty and of equal length."
     predicted, true = _labels(predictions, "predictions"), _labels(targets, "targets")
@@ -63,6 +65,7 @@ def per_domain_accuracy(predictions: Mapping[str, Any], targets: Mapping[str, An
     result["mean"] = float(np.mean(list(result.values())))
     return result
 
+# %% ../nbs/02_metrics.ipynb #aa4054bb
 def grouped_accuracy(predictions: Any, targets: Any, groups: Any) -> dict[Any, float]:
     "Accuracy within each group (e.g. domain or client id given per sample) and their unweighted mean ('mean')."
     predicted, true = _pair(predictions, targets)
@@ -80,6 +83,7 @@ def per_client_accuracy(predictions: Sequence[Any], targets: Sequence[Any]) -> n
         raise ValueError(f"{len(predictions)} prediction arrays for {len(targets)} clients; give one per client")
     return np.array([accuracy(p, t) for p, t in zip(predictions, targets)], dtype=float)
 
+# %% ../nbs/02_metrics.ipynb #4e03a580
 def client_accuracy_summary(accuracies: Sequence[float], sizes: Sequence[int] | None = None,
                             ddof: int = 0) -> dict[str, float]:
     "Mean, std (fairness, FedCRL), min and max of per-client accuracies; sample-weighted mean when sizes are given."
@@ -118,6 +122,7 @@ def match_clusters(labels_true: Any, labels_pred: Any) -> dict:
     rows, cols = linear_sum_assignment(table, maximize=True)
     return {clusters[r].item(): classes[c].item() for r, c in zip(rows, cols)}
 
+# %% ../nbs/02_metrics.ipynb #997b0b03
 def _matched_labels(labels_true: Any, labels_pred: Any) -> tuple[np.ndarray, np.ndarray]:
     "True labels and the clusters renamed to their matched class (a value that is no class if unmatched)."
     predicted, true = _pair(labels_pred, labels_true)
@@ -126,6 +131,7 @@ def _matched_labels(labels_true: Any, labels_pred: Any) -> tuple[np.ndarray, np.
     renamed = np.array([mapping.get(p.item(), unmatched) for p in predicted])
     return true, renamed
 
+# %% ../nbs/02_metrics.ipynb #7567bd78
 def clustering_accuracy(labels_true: Any, labels_pred: Any) -> float:
     "Accuracy after the best one-to-one map of clusters to classes (Hungarian; CCFC's code's ACC)."
     true, renamed = _matched_labels(labels_true, labels_pred)

@@ -86,6 +86,7 @@ def count_multiply_adds(model: nn.Module, in_channels: int = 3, image_size: int 
         model.train(was_training)
     return total
 
+# %% ../nbs/05_models.ipynb #a8c7dd46
 def feature_dim_of(extractor: nn.Module, in_channels: int = 3, image_size: int = 32) -> int:
     "The width D of `extractor`'s output, found by running one dummy image through it (in eval mode)."
     was_training = extractor.training
@@ -105,6 +106,7 @@ def _check_sizes(num_classes: int, in_channels: int, image_size: int | None = No
         if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
+# %% ../nbs/05_models.ipynb #16ab0dc7
 class SimpleCNN(SplitModel):
     "Conv-ReLU-maxpool blocks, then ReLU fully connected layers (features = last hidden layer), then a linear head."
     def __init__(self, num_classes: int, in_channels: int = 3, image_size: int = 32,
@@ -149,6 +151,7 @@ def _replace_stem(resnet: torchvision.models.ResNet, stem: str, in_channels: int
     if stem == "cifar": resnet.maxpool = nn.Identity()
     return resnet
 
+# %% ../nbs/05_models.ipynb #95370ab6
 def resnet_features(depth: int = 18, stem: str = "imagenet", in_channels: int = 3, weights: Any = None) -> nn.Module:
     "A torchvision ResNet (10: BasicBlock [1,1,1,1]; 18; 50) without its `fc`: x -> (B, 512 or 2048) pooled features."
     if depth == 10:
@@ -165,6 +168,7 @@ def resnet_features(depth: int = 18, stem: str = "imagenet", in_channels: int = 
     resnet.fc = nn.Identity()                                            # forward now ends at the pooled (B, D)
     return resnet
 
+# %% ../nbs/05_models.ipynb #1412ec51
 class ResNetClassifier(SplitModel):
     "A ResNet feature extractor (512-d for ResNet10/18) and a linear head."
     def __init__(self, num_classes: int, in_channels: int = 3, depth: int = 18, stem: str = "imagenet",
@@ -205,6 +209,7 @@ def _ccfc_cnn3(in_channels: int, image_size: int) -> tuple[nn.Module, int]:
     if side < 1: raise ValueError(f"image_size={image_size} is too small for CCFC's 3-conv backbone; use at least 8")
     return nn.Sequential(*layers, nn.Flatten()), channels * side * side
 
+# %% ../nbs/05_models.ipynb #49169cba
 class CCFCSimSiam(SplitModel):
     "CCFC's model: features = encoder f (backbone + projector, z), head = predictor h (p = h(z)); no classifier."
     def __init__(self, in_channels: int = 1, image_size: int = 28, latent_dim: int = 256,
@@ -247,6 +252,7 @@ def cpcfl_encoder(in_channels: int = 3, image_size: int = 96, padding: int = 0, 
                              "resize images to 96x96 as the paper does, or pass padding=1")
     return nn.Sequential(*layers, nn.Flatten(), nn.Linear(channels * side * side, 256), nn.ReLU())
 
+# %% ../nbs/05_models.ipynb #539ec1c2
 def mlp(in_dim: int, hidden_dims: Sequence[int], out_dim: int, batchnorm: bool = False) -> nn.Sequential:
     "Linear layers in_dim -> hidden_dims -> out_dim, with [BN +] ReLU after every hidden layer and nothing after the last."
     layers, width = [], in_dim
@@ -255,6 +261,7 @@ def mlp(in_dim: int, hidden_dims: Sequence[int], out_dim: int, batchnorm: bool =
         width = hidden
     return nn.Sequential(*layers, nn.Linear(width, out_dim))
 
+# %% ../nbs/05_models.ipynb #c4367c57
 class CPCFLNet(SplitModel):
     "CP-CFL's classifier: features = encoder theta_f (256-d CNN, 512-d ResNet-18, 2048-d ResNet-50), head = theta_c."
     def __init__(self, num_classes: int, in_channels: int = 3, image_size: int = 96, head_depth: int = 0,
@@ -303,6 +310,7 @@ def vit_tiny_features(image_size: int = 224, patch_size: int = 16) -> nn.Module:
     vit.heads = nn.Identity()                                            # forward now ends at the class token (B, 192)
     return vit
 
+# %% ../nbs/05_models.ipynb #0867c96e
 BACKBONES = {"resnet18": 512, "resnet50": 2048, "vit_tiny": 192, "vit_b_16": 768}  # torchvision names -> output width
 WEIGHTS_DIR_VARIABLE = "FEDLEARN_WEIGHTS_DIR"                                  # a folder of backbone weights files
 _WEIGHTS_SUFFIXES = (".pt", ".pth", ".safetensors")
@@ -314,6 +322,7 @@ def _import_timm():
                           "(or pip install timm), or use one of the torchvision backbones " + str(list(BACKBONES))) from None
     return timm
 
+# %% ../nbs/05_models.ipynb #1fe5d8df
 def _timm_backbone(model_name: str, in_channels: int, image_size: int) -> nn.Module:
     "timm's `model_name` with no weights and no classifier (`num_classes=0`), at `image_size` where the model takes one."
     timm = _import_timm()
@@ -374,11 +383,13 @@ def _how_to_save(name: str | None) -> str:
                 "'timm:vit_tiny_patch16_224' with torch.save(timm.create_model('vit_tiny_patch16_224', pretrained=True).state_dict(), path)")
     return "write one with torch.save(backbone.state_dict(), path) from the same architecture"
 
+# %% ../nbs/05_models.ipynb #b72528ee
 def weights_folder() -> Path | None:
     "The folder of weights files named by the environment variable FEDLEARN_WEIGHTS_DIR, if set."
     folder = os.environ.get(WEIGHTS_DIR_VARIABLE, "").strip()
     return Path(folder).expanduser() if folder else None
 
+# %% ../nbs/05_models.ipynb #16669e23
 def resolve_weights_path(path: str | Path, name: str | None = None) -> Path:
     "The weights file `path`: as given (absolute, or from the working directory), else inside $FEDLEARN_WEIGHTS_DIR."
     path = Path(path).expanduser()
@@ -398,6 +409,7 @@ def find_backbone_weights(name: str) -> Path | None:
     stem = name[len("timm:"):] if name.startswith("timm:") else name
     return next((folder / f"{stem}{suffix}" for suffix in _WEIGHTS_SUFFIXES if (folder / f"{stem}{suffix}").is_file()), None)
 
+# %% ../nbs/05_models.ipynb #cebf83f6
 def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     "The tensors of a weights file: `torch.save` (.pt, .pth; also {'state_dict': ...} or {'model': ...}) or .safetensors."
     path = Path(path)
@@ -426,6 +438,7 @@ def _classifier_prefixes(backbone: nn.Module) -> tuple[str, ...]:
     if classifier is None: return ()
     return tuple(f"{c}." for c in ((classifier,) if isinstance(classifier, str) else classifier))
 
+# %% ../nbs/05_models.ipynb #06a7bbbc
 def load_backbone_weights(backbone: nn.Module, path: str | Path, name: str | None = None) -> nn.Module:
     "Load the weights file `path` into `backbone`: strict (every key and shape), never a download; drops a full model's classifier."
     path = resolve_weights_path(path, name)
@@ -523,6 +536,7 @@ def register_model(name: str) -> Callable:
         return builder
     return decorate
 
+# %% ../nbs/05_models.ipynb #127dc556
 def available_models() -> list[str]:
     "The names `build_model` knows (aliases included)."
     return sorted([*MODEL_BUILDERS, *MODEL_ALIASES])
@@ -532,11 +546,13 @@ def _fedccl_cnn4(num_classes, in_channels, image_size, hidden_dims=(128,), conv_
     "FedCCL's 4-layer CNN (MNIST, Fashion-MNIST): conv 6, conv 16, FC 128 (the feature), FC num_classes."
     return SimpleCNN(num_classes, in_channels, image_size, conv_channels, hidden_dims)
 
+# %% ../nbs/05_models.ipynb #dc8fe708
 @register_model("fedccl_cnn5")
 def _fedccl_cnn5(num_classes, in_channels, image_size, hidden_dims=(128, 128), conv_channels=(6, 16)):
     "FedCCL's 5-layer CNN (CIFAR-10): conv 6, conv 16, FC 128, FC 128 (the feature), FC num_classes."
     return SimpleCNN(num_classes, in_channels, image_size, conv_channels, hidden_dims)
 
+# %% ../nbs/05_models.ipynb #8b1d0332
 @register_model("fedcrl_cnn")
 def _fedcrl_cnn(num_classes, in_channels, image_size, representation_dim=128, dropout=0.3,
                 dropout_position="head", conv_channels=(32, 64)):
@@ -544,6 +560,7 @@ def _fedcrl_cnn(num_classes, in_channels, image_size, representation_dim=128, dr
     return SimpleCNN(num_classes, in_channels, image_size, conv_channels, (representation_dim,),
                      dropout=dropout, dropout_position=dropout_position)
 
+# %% ../nbs/05_models.ipynb #9c5ac886
 @register_model("resnet10")
 def _resnet10(num_classes, in_channels, image_size, stem="fedplvm"):
     "FedPLVM/FedPLCC's ResNet10: BasicBlock [1,1,1,1], 5x5 stride-2 stem, 512-d features."
@@ -561,6 +578,7 @@ def _ccfc_simsiam(num_classes, in_channels, image_size, latent_dim=256, projecto
     "CCFC's model: encoder (3-conv or ResNet-18 backbone + projector) as features, predictor as head."
     return CCFCSimSiam(in_channels, image_size, latent_dim, projector_hidden_dim, predictor_hidden_dim, backbone, resnet_stem)
 
+# %% ../nbs/05_models.ipynb #8f8bd265
 @register_model("cpcfl_cnn")
 def _cpcfl_cnn(num_classes, in_channels, image_size, head_depth=0, head_hidden_dims=None, encoder="cnn", padding=0):
     "CP-CFL's classifier: 4-conv encoder (256-d), ResNet-18 or ResNet-50, with the 0-3 hidden-layer head theta_c."
@@ -571,6 +589,7 @@ def _cpcfl_pretrain(num_classes, in_channels, image_size, method="simclr", proje
     "CP-CFL's pre-training model: a fresh encoder with the SimCLR / BYOL / SimSiam projector (and predictor)."
     return ContrastivePretrainNet(cpcfl_encoder(in_channels, image_size, padding, encoder), method, projector_dim, in_channels, image_size)
 
+# %% ../nbs/05_models.ipynb #addbe14b
 @register_model("frozen_backbone_mlp")
 def _frozen_backbone_mlp(num_classes, in_channels, image_size, backbone="vit_tiny", hidden_dims=(128,),
                          weights=None, features_from="hidden", backbone_weights=None, freeze_backbone=True):

@@ -39,12 +39,14 @@ def as_label_array(labels: Any, name: str = "labels") -> np.ndarray:
         raise ValueError(f"{name} must hold integer class labels, got dtype {array.dtype}; pass e.g. dataset.y")
     return array.astype(np.int64, copy=False)
 
+# %% ../nbs/03_partition.ipynb #9832ffdf
 def _check_count(value: Any, name: str, minimum: int = 1) -> int:
     "`value` as an int, checked to be an integer >= `minimum`."
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
+# %% ../nbs/03_partition.ipynb #39668c95
 def _check_num_clients(num_clients: Any, num_samples: int) -> int:
     "`num_clients` checked to be >= 1 and at most the number of samples."
     num_clients = _check_count(num_clients, "num_clients")
@@ -53,6 +55,7 @@ def _check_num_clients(num_clients: Any, num_samples: int) -> int:
                          "client would get nothing; use fewer clients or more data")
     return num_clients
 
+# %% ../nbs/03_partition.ipynb #f402ac17
 def _finish(parts: Sequence, generator: np.random.Generator, shuffle: bool) -> list[np.ndarray]:
     "Each part as an int64 array, in random order if `shuffle`, else sorted."
     parts = [np.asarray(part, dtype=np.int64).reshape(-1) for part in parts]
@@ -88,11 +91,13 @@ def _dirichlet_concentration(alpha: Any, size: int) -> np.ndarray:
         raise ValueError(f"alpha must be > 0 (small, e.g. 0.1, is very skewed; large, e.g. 100, is close to IID), got {alpha!r}")
     return values
 
+# %% ../nbs/03_partition.ipynb #67c9d18a
 def _split_by_proportions(indices: np.ndarray, proportions: np.ndarray) -> list[np.ndarray]:
     "Cut `indices` into consecutive pieces, piece k ending at floor(n * cumsum(proportions)[k])."
     cuts = (np.cumsum(proportions) * len(indices)).astype(np.int64)[:-1]
     return np.split(indices, np.minimum(cuts, len(indices)))
 
+# %% ../nbs/03_partition.ipynb #5d2c2060
 def _top_up(parts: list[np.ndarray], labels: np.ndarray, minimum: int) -> tuple[list[np.ndarray], tuple[int, int]]:
     "Fill every part below `minimum` up to exactly `minimum`, moving samples of the largest part's most plentiful class."
     parts = [np.asarray(p, dtype=np.int64) for p in parts]
@@ -114,6 +119,7 @@ def _top_up(parts: list[np.ndarray], labels: np.ndarray, minimum: int) -> tuple[
             moved += take
     return parts, (short_clients, moved)
 
+# %% ../nbs/03_partition.ipynb #01bd7022
 def partition_dirichlet(labels: Any, num_clients: int, alpha: float | Sequence[float], seed: int = 0,
                         min_partition_size: int = 10, self_balancing: bool = False, shuffle: bool = True,
                         max_retries: int = 10, top_up: bool = False) -> list[np.ndarray]:
@@ -180,6 +186,7 @@ def _class_sets(classes: np.ndarray, num_clients: int, per_client: int, mode: st
         sets.append(np.concatenate([[first], others]))
     return sets
 
+# %% ../nbs/03_partition.ipynb #2d187015
 def partition_pathological(labels: Any, num_clients: int, num_classes_per_partition: int,
                            class_assignment_mode: str = "random", seed: int = 0,
                            shuffle: bool = True) -> list[np.ndarray]:
@@ -280,6 +287,7 @@ def quantity_skew_sizes(num_samples: int, num_clients: int,
                          f"no sample out of {num_samples}; use fewer clients or a gentler size_fn (e.g. 'linear')")
     return sizes
 
+# %% ../nbs/03_partition.ipynb #b04ccc39
 def partition_by_sizes(labels: Any, partition_sizes: Sequence[int], seed: int = 0,
                        shuffle: bool = True) -> list[np.ndarray]:
     "Client k gets `partition_sizes[k]` random samples, disjoint (SizePartitioner on a shuffled dataset)."
@@ -293,6 +301,7 @@ def partition_by_sizes(labels: Any, partition_sizes: Sequence[int], seed: int = 
     order = generator.permutation(len(labels))
     return _finish(np.split(order[: sum(sizes)], np.cumsum(sizes)[:-1]), generator, shuffle)
 
+# %% ../nbs/03_partition.ipynb #649ef111
 def partition_quantity_skew(labels: Any, num_clients: int,
                             size_fn: str | Callable[[np.ndarray], np.ndarray] = "exponential",
                             seed: int = 0, shuffle: bool = True) -> list[np.ndarray]:
@@ -346,6 +355,7 @@ def overlapping_label_sets(num_classes: int, num_groups: int = 3, classes_per_gr
     starts = np.round(np.arange(num_groups) * (num_classes - classes_per_group) / (num_groups - 1)).astype(np.int64)
     return [np.arange(start, start + classes_per_group) for start in starts]
 
+# %% ../nbs/03_partition.ipynb #46e9426f
 @dataclass
 class GroupedPartition:
     "CP-CFL's clients: train (and test) indices per client, each client's group and its classes."
@@ -354,6 +364,7 @@ class GroupedPartition:
     groups: np.ndarray                  # (num_clients,) group id of each client: the planted clusters
     client_classes: list[np.ndarray]    # each client's classes, in the order of samples_per_class
 
+# %% ../nbs/03_partition.ipynb #c3ce543f
 def _draw_per_class(labels: np.ndarray, client_classes: list[np.ndarray], counts: Sequence[int], overlap: bool,
                     generator: np.random.Generator, what: str) -> list[np.ndarray]:
     "For each client, counts[j] samples of its j-th class: independent draws (overlap) or from shared queues."
@@ -379,6 +390,7 @@ def _draw_per_class(labels: np.ndarray, client_classes: list[np.ndarray], counts
         parts.append(np.concatenate(pieces))
     return parts
 
+# %% ../nbs/03_partition.ipynb #67a93344
 def partition_grouped_label_sets(labels: Any, num_clients: int = 60, num_groups: int = 3, classes_per_group: int = 4,
                                  samples_per_class: Sequence[int] = (20, 20, 5, 5), test_labels: Any = None,
                                  test_samples_per_class: Sequence[int] | None = None,
@@ -505,6 +517,7 @@ def _class_columns(classes: np.ndarray, class_names: Sequence[str] | None) -> li
     if classes.min() >= 0 and classes.max() < len(names): return [names[c] for c in classes]
     raise ValueError(f"class_names has {len(names)} names for {len(classes)} classes (ids {classes.min()}..{classes.max()})")
 
+# %% ../nbs/03_partition.ipynb #988dddbb
 def partition_stats(labels: Any, partitions: Sequence[np.ndarray],
                     class_names: Sequence[str] | None = None) -> pd.DataFrame:
     "Samples of each class on each client (rows: clients, columns: classes) and each client's total."
@@ -521,6 +534,7 @@ def partition_stats(labels: Any, partitions: Sequence[np.ndarray],
     table["total"] = table.sum(axis=1)
     return table
 
+# %% ../nbs/03_partition.ipynb #6c07b7a4
 def partition_summary(labels: Any, partitions: Sequence[np.ndarray]) -> dict:
     "Sizes, classes per client, imbalance ratio, disjointness and coverage of a partition."
     labels = as_label_array(labels)
@@ -534,6 +548,7 @@ def partition_summary(labels: Any, partitions: Sequence[np.ndarray]) -> dict:
             "max_imbalance_ratio": float(max(ratios)) if ratios else float("nan"),
             "disjoint": is_disjoint(partitions), "coverage": len(used) / len(labels)}
 
+# %% ../nbs/03_partition.ipynb #5c4d9643
 def plot_partition(labels: Any, partitions: Sequence[np.ndarray], class_names: Sequence[str] | None = None,
                    ax: Any = None, annotate: bool | None = None, title: str | None = None, cmap: str = "Blues"):
     "Heatmap of class counts per client (seaborn); returns the matplotlib Axes."

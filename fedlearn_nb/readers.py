@@ -60,6 +60,7 @@ def file_checksum(path: str | Path, algorithm: str = "sha256", decompress: bool 
         _DIGEST_CACHE[key] = digest.hexdigest()
     return _DIGEST_CACHE[key]
 
+# %% ../nbs/00a_readers.ipynb #b0e4a9cc
 def checksum_matches(path: str | Path, accepted: Iterable[str], decompress: bool = False) -> bool:
     "Whether the file's digest is one of `accepted` ('md5:<hex>' or 'sha256:<hex>' strings)."
     for entry in accepted:
@@ -73,6 +74,7 @@ _IDX_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f
 def _maybe_gunzip(raw: bytes) -> bytes:
     return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
 
+# %% ../nbs/00a_readers.ipynb #84c9465f
 def read_idx(path: str | Path) -> np.ndarray:
     "Read an IDX file (MNIST's format), gzip-compressed or not, into a numpy array."
     raw = _maybe_gunzip(Path(path).read_bytes())
@@ -87,6 +89,7 @@ def read_idx(path: str | Path) -> np.ndarray:
                          f"{len(raw) - 4 - 4 * ndim}: truncated or not this file")
     return np.frombuffer(raw, dtype=dtype, offset=4 + 4 * ndim).reshape(shape).astype(dtype.newbyteorder("="))
 
+# %% ../nbs/00a_readers.ipynb #783f1e1a
 def write_idx(path: str | Path, array: np.ndarray) -> Path:
     "Write a uint8 array as an IDX file (gzip-compressed when the name ends in .gz); used to make test files."
     array = np.ascontiguousarray(array, dtype=np.uint8)
@@ -98,6 +101,7 @@ def write_idx(path: str | Path, array: np.ndarray) -> Path:
 def _text_keys(mapping: Mapping) -> dict:
     return {(k.decode("latin1") if isinstance(k, bytes) else k): v for k, v in mapping.items()}
 
+# %% ../nbs/00a_readers.ipynb #e55e78cd
 def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     "Read one CIFAR python batch: images (N, 3, 32, 32) uint8 and labels (`labels` or `fine_labels`)."
     with open(path, "rb") as stream: batch = _text_keys(pickle.load(stream, encoding="latin1"))
@@ -107,12 +111,14 @@ def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     if len(labels) != len(data): raise ValueError(f"{len(data)} images but {len(labels)} labels")
     return data.reshape(-1, 3, 32, 32), labels
 
+# %% ../nbs/00a_readers.ipynb #ca680678
 def read_cifar_meta(path: str | Path) -> list[str]:
     "Class names from a CIFAR meta file (`label_names`, or `fine_label_names` for CIFAR-100)."
     with open(path, "rb") as stream: meta = _text_keys(pickle.load(stream, encoding="latin1"))
     names = meta["fine_label_names"] if "fine_label_names" in meta else meta["label_names"]
     return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
 
+# %% ../nbs/00a_readers.ipynb #42b5596e
 def read_stl10_binary(images_path: str | Path, labels_path: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
     "Read STL-10 binary files: images (N, 3, 96, 96) uint8 and 0-based labels (-1 without a label file)."
     size = Path(images_path).stat().st_size
@@ -125,6 +131,7 @@ def read_stl10_binary(images_path: str | Path, labels_path: str | Path | None = 
     if labels.size and (labels.min() < 0 or labels.max() > 9): raise ValueError("labels outside 1..10")
     return images, labels
 
+# %% ../nbs/00a_readers.ipynb #d7d663b5
 def read_svhn_mat(path: str | Path, images_key: str = "X", labels_key: str = "y") -> tuple[np.ndarray, np.ndarray]:
     "Read an SVHN-style .mat file (`X` (32, 32, 3, N), `y` (N, 1) with 10 for the digit 0) as (N, 3, 32, 32), labels."
     import scipy.io
@@ -135,6 +142,7 @@ def read_svhn_mat(path: str | Path, images_key: str = "X", labels_key: str = "y"
     labels[labels == 10] = 0
     return np.ascontiguousarray(images.transpose(3, 2, 0, 1)).astype(np.uint8), labels
 
+# %% ../nbs/00a_readers.ipynb #7d9e1a64
 def read_usps_libsvm(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     "Read USPS in LIBSVM format (bzip2 or plain; labels 1-10, values in [-1, 1]) as (N, 1, 16, 16) uint8, labels 0-9."
     raw = Path(path).read_bytes()
@@ -152,6 +160,7 @@ def read_usps_libsvm(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     images = np.round((np.stack(rows) + 1) / 2 * 255).clip(0, 255).astype(np.uint8)
     return images.reshape(-1, 1, 16, 16), np.asarray(labels, dtype=np.int64)
 
+# %% ../nbs/00a_readers.ipynb #96317c99
 def read_usps_h5(path: str | Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     "Read one split of `usps.h5` (`<split>/data` (N, 256) in [0, 1], `<split>/target`) as (N, 1, 16, 16) uint8, labels."
     import h5py
@@ -172,6 +181,7 @@ def read_npz_images(path: str | Path) -> tuple[np.ndarray, np.ndarray, list[str]
         raise ValueError(f"x has shape {images.shape} for {len(labels)} labels, not (N, H, W, C)")
     return np.ascontiguousarray(images.transpose(0, 3, 1, 2)).astype(np.uint8), labels, classes
 
+# %% ../nbs/00a_readers.ipynb #347a14ea
 def read_image_files(paths: Sequence[str | Path], size: int) -> np.ndarray:
     "Decode image files with PIL, convert to RGB and resize to `size`x`size` (bilinear): (N, 3, size, size) uint8."
     from PIL import Image
@@ -181,6 +191,7 @@ def read_image_files(paths: Sequence[str | Path], size: int) -> np.ndarray:
             images[i] = np.asarray(image.convert("RGB").resize((size, size), Image.BILINEAR))
     return images.transpose(0, 3, 1, 2)
 
+# %% ../nbs/00a_readers.ipynb #6aafa71a
 def read_split_list(path: str | Path) -> list[tuple[str, int]]:
     "Read a split file of `relative/path label` lines (DomainNet's `<domain>_<split>.txt`)."
     entries = []
@@ -203,6 +214,7 @@ def stratified_split(labels: Sequence[int] | np.ndarray, test_fraction: float, s
         test.append(members[:cut]); train.append(members[cut:])
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
+# %% ../nbs/00a_readers.ipynb #8b285e58
 def subsample_per_class(labels: Sequence[int] | np.ndarray, per_class: int | None = None, total: int | None = None,
                         seed: int | Sequence[int] = 0) -> np.ndarray:
     "Sorted indices of a seeded subsample: at most `per_class` of each class, then `total` in proportion to class sizes."
@@ -344,6 +356,7 @@ class DataSource:
                 pickle.UnpicklingError, zlib.error, struct.error, UnicodeDecodeError) as error:
             raise self.corrupt(path, f"{type(error).__name__}: {error}") from error
 
+# %% ../nbs/00a_readers.ipynb #8d303464
 @dataclass
 class RawSplit:
     "What a loader returns: uint8 images (N, C, H, W), int64 labels, optional class names and a provenance note."
@@ -365,6 +378,7 @@ def _read_idx_pair(source: DataSource, names: Sequence[str], dirs: Sequence[Path
         raise source.corrupt(paths[0], f"images of shape {images.shape} do not go with {len(labels)} labels")
     return RawSplit(images[:, None], labels)
 
+# %% ../nbs/00a_readers.ipynb #588dd5ac
 def read_mnist(source: DataSource, split: str, domain: str | None) -> RawSplit:
     "MNIST's `split` from its IDX files (the folder itself, or torchvision's MNIST/raw/)."
     return _read_idx_pair(source, _MNIST_FILES[split], source.dirs("", "MNIST/raw", "raw"), split)
@@ -374,6 +388,7 @@ def read_fashion_mnist(source: DataSource, split: str, domain: str | None) -> Ra
     dirs = source.dirs("", "FashionMNIST/raw", "raw", extra=[source.settings.fashion_mnist_root])
     return _read_idx_pair(source, _MNIST_FILES[split], dirs, split)
 
+# %% ../nbs/00a_readers.ipynb #6ecb3724
 def read_emnist(source: DataSource, split: str, domain: str | None) -> RawSplit:
     "EMNIST-balanced's `split` from its IDX files, images transposed back upright."
     names = [f"emnist-balanced-{split}-{kind}" for kind in ("images-idx3-ubyte", "labels-idx1-ubyte")]
@@ -381,6 +396,7 @@ def read_emnist(source: DataSource, split: str, domain: str | None) -> RawSplit:
     raw.images = np.ascontiguousarray(raw.images.transpose(0, 1, 3, 2))  # EMNIST stores images transposed
     return raw
 
+# %% ../nbs/00a_readers.ipynb #50d22bd3
 def download_torchvision_mnist(class_name: str, **kwargs) -> Callable:
     "A downloader that lets torchvision's `class_name` dataset (MNIST, FashionMNIST, EMNIST) fetch its files."
     def download(source: DataSource, split: str, domain: str | None) -> None:
@@ -412,6 +428,7 @@ def read_cifar10(source: DataSource, split: str, domain: str | None) -> RawSplit
     if split == "train" and len(labels) < 50000: note += f"; a subset of the 50,000 training images"
     return RawSplit(images, labels, classes, note)
 
+# %% ../nbs/00a_readers.ipynb #1adf1e47
 def read_cifar100(source: DataSource, split: str, domain: str | None) -> RawSplit:
     "CIFAR-100's `split` (fine labels) from the python files."
     dirs = source.dirs("cifar-100-python", "")
@@ -423,6 +440,7 @@ def read_cifar100(source: DataSource, split: str, domain: str | None) -> RawSpli
         with source.reading(meta): classes = read_cifar_meta(meta)
     return RawSplit(images, labels, classes)
 
+# %% ../nbs/00a_readers.ipynb #1781673e
 def read_stl10(source: DataSource, split: str, domain: str | None) -> RawSplit:
     "STL-10's `split` (train, test or unlabeled) from the binary files."
     dirs = source.dirs("stl10_binary", "")
@@ -434,6 +452,7 @@ def read_stl10(source: DataSource, split: str, domain: str | None) -> RawSplit:
     if names_file is not None: classes = [c for c in names_file.read_text().split() if c]
     return RawSplit(images, labels, classes)
 
+# %% ../nbs/00a_readers.ipynb #e6d25422
 def read_svhn(source: DataSource, split: str, domain: str | None) -> RawSplit:
     "SVHN's `split` from `<split>_32x32.mat`."
     dirs = source.dirs("")
@@ -442,6 +461,7 @@ def read_svhn(source: DataSource, split: str, domain: str | None) -> RawSplit:
     with source.reading(path): images, labels = read_svhn_mat(path)
     return RawSplit(images, labels)
 
+# %% ../nbs/00a_readers.ipynb #aaf562c4
 def read_usps(source: DataSource, split: str, domain: str | None) -> RawSplit:
     "USPS's `split` from the LIBSVM `.bz2` files, else from `usps.h5`."
     dirs = source.dirs("")
@@ -453,6 +473,7 @@ def read_usps(source: DataSource, split: str, domain: str | None) -> RawSplit:
     if h5 is None: raise source.missing([name, "(or usps.h5)"], dirs, split)
     with source.reading(h5): return RawSplit(*read_usps_h5(h5, split))
 
+# %% ../nbs/00a_readers.ipynb #34c84633
 def download_torchvision_archive(class_name: str) -> Callable:
     def download(source: DataSource, split: str, domain: str | None) -> None:
         import torchvision
@@ -461,6 +482,7 @@ def download_torchvision_archive(class_name: str) -> Callable:
         utils.download_and_extract_archive(dataset.url, str(source.folder), filename=dataset.filename, md5=dataset.tgz_md5)
     return download
 
+# %% ../nbs/00a_readers.ipynb #1e001969
 def download_torchvision_file(class_name: str) -> Callable:
     def download(source: DataSource, split: str, domain: str | None) -> None:
         import torchvision
@@ -491,6 +513,7 @@ def read_mnist_m(source: DataSource, split: str, domain: str | None) -> RawSplit
     with source.reading(image_dir): images = read_image_files([image_dir / name for name, _ in entries], 32)
     return RawSplit(images, np.array([label for _, label in entries], dtype=np.int64))
 
+# %% ../nbs/00a_readers.ipynb #ced8fb5a
 def read_synth_digits(source: DataSource, split: str, domain: str | None) -> RawSplit:
     "SynthDigits' `split` from Digit-Five's `syn_number.mat`, else from SVHN-format `.mat` files."
     dirs = source.dirs("")
@@ -509,6 +532,7 @@ def read_synth_digits(source: DataSource, split: str, domain: str | None) -> Raw
     with source.reading(path): images, labels = read_svhn_mat(path)
     return RawSplit(images, labels)
 
+# %% ../nbs/00a_readers.ipynb #f0be752f
 _OFFICE_CLASS_ALIASES = {"backpack": "back_pack", "laptop": "laptop_computer"}
 _OFFICE_DOMAIN_FOLDERS = {"amazon": ("amazon",), "caltech": ("caltech", "caltech10"), "dslr": ("dslr",), "webcam": ("webcam",)}
 
@@ -538,6 +562,7 @@ def read_office_caltech10(source: DataSource, split: str, domain: str | None) ->
     keep = train if split == "train" else test
     return RawSplit(images[keep], labels[keep], classes, note)
 
+# %% ../nbs/00a_readers.ipynb #3580a273
 def read_domainnet10(source: DataSource, split: str, domain: str | None) -> RawSplit:
     "One DomainNet `domain`'s `split`, the 10-class subset, from the image folders and the split list."
     classes = list(source.info.classes)
@@ -554,6 +579,7 @@ def read_domainnet10(source: DataSource, split: str, domain: str | None) -> RawS
     with source.reading(split_file): images = read_image_files([source.folder / path for path, _ in chosen], size)
     return RawSplit(images, np.array([classes.index(c) for _, c in chosen], dtype=np.int64), classes)
 
+# %% ../nbs/00a_readers.ipynb #66edadcb
 DOMAINNET_URL = "http://csr.bu.edu/ftp/visda/2019/multi-source/"
 _DOMAINNET_ZIPS = {"clipart": "groundtruth/clipart.zip", "infograph": "infograph.zip", "painting": "groundtruth/painting.zip",
                    "quickdraw": "quickdraw.zip", "real": "real.zip", "sketch": "sketch.zip"}

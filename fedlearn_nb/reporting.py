@@ -28,6 +28,7 @@ def _as_frame(run) -> pd.DataFrame:
     if isinstance(run, pd.DataFrame): return run
     raise TypeError(f"a run must be a History or a per-round DataFrame, got {type(run).__name__}")
 
+# %% ../nbs/12_reporting.ipynb #fd80eefc
 def runs_frame(runs: RunsLike) -> pd.DataFrame:
     "One tidy frame of several methods' runs: columns `method`, `run` (seed index), `round`, then the round metrics."
     if not runs: raise ValueError("no runs given: pass {label: History or [History, ...]}")
@@ -73,11 +74,13 @@ def results_long(runs: RunsLike, metrics: Sequence[str] = ("accuracy_weighted", 
                          "final": values.iloc[-final_window:].mean(), "best": values.max(), "best_round": int(frame.loc[values.idxmax(), "round"])})
     return pd.DataFrame(rows)
 
+# %% ../nbs/12_reporting.ipynb #42eca95b
 def _mean_std(values: pd.Series, scale: float, decimals: int) -> str:
     values = values.dropna() * scale
     if len(values) == 1: return f"{values.iloc[0]:.{decimals}f}"
     return f"{values.mean():.{decimals}f} ± {values.std(ddof=1):.{decimals}f}"
 
+# %% ../nbs/12_reporting.ipynb #69295abb
 def results_table(runs: RunsLike, metrics: Sequence[str] = ("accuracy_weighted", "accuracy_mean"), final_window: int = 1,
                   scale: float = 100.0, decimals: int = 2) -> pd.DataFrame:
     "Method x (metric, final/best) table of 'mean ± std over runs' strings (values times `scale`, percent by default)."

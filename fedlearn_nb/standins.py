@@ -35,6 +35,7 @@ def _digits_base() -> tuple[torch.Tensor, np.ndarray, np.ndarray, np.ndarray]:
     train, test = stratified_split(labels, 0.25, seed=0)
     return ink, labels, train, test
 
+# %% ../nbs/00b_standins.ipynb #273d6212
 def _upsample(ink: torch.Tensor, size: int, margin: int = 1) -> torch.Tensor:
     return F.interpolate(F.pad(ink, (margin,) * 4), size=(size, size), mode="bilinear", align_corners=False).clamp(0, 1)
 
@@ -46,6 +47,7 @@ def _blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
         return weights / weights.sum(1, keepdim=True)
     return matrix(x.shape[-2]) @ x @ matrix(x.shape[-1]).T
 
+# %% ../nbs/00b_standins.ipynb #4e1e311a
 def _shift_horizontally(x: torch.Tensor, pixels: int) -> torch.Tensor:
     width = x.shape[-1]
     return F.pad(x, (pixels, 0))[..., :width] if pixels >= 0 else F.pad(x, (0, -pixels))[..., -pixels:]
@@ -57,6 +59,7 @@ def _colours(n: int, contrast: float, ink_brighter: bool, generator: torch.Gener
     stroke = (background + step if ink_brighter else background - step).clamp(0, 1)
     return background, stroke
 
+# %% ../nbs/00b_standins.ipynb #66726eea
 def _make_digits5lite_domain(domain: str, ink: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     "One digits-5-lite domain from strokes `ink` (N, 1, 32, 32) in [0, 1]: (N, 3, 32, 32) in [0, 1]."
     n, size = len(ink), ink.shape[-1]
@@ -91,6 +94,7 @@ def _make_digits5lite_domain(domain: str, ink: torch.Tensor, generator: torch.Ge
         return ((texture - low) / (high - low) - ink).abs()
     raise ValueError(f"unknown digits5lite domain {domain!r}; domains: {', '.join(DIGITS5LITE_DOMAINS)}")
 
+# %% ../nbs/00b_standins.ipynb #ff615866
 @functools.lru_cache(maxsize=4)
 def make_digits5lite(seed: int = 0, image_size: int = 32) -> dict[str, np.ndarray]:
     "All 1,797 images of each digits-5-lite domain, (N, 3, `image_size`, `image_size`) uint8, built with `seed` (cached)."
@@ -102,6 +106,7 @@ def make_digits5lite(seed: int = 0, image_size: int = 32) -> dict[str, np.ndarra
         domains[domain] = (images * 255).round_().clamp_(0, 255).to(torch.uint8).numpy()
     return domains
 
+# %% ../nbs/00b_standins.ipynb #3778a5d7
 def make_digits_split(split: str) -> tuple[np.ndarray, np.ndarray]:
     "The `digits` stand-in's `split` ('train' or 'test'): images (N, 1, 28, 28) uint8 (one pixel of margin around the 8x8 box), labels."
     if split not in ("train", "test"): raise ValueError(f"split must be 'train' or 'test', got {split!r}")
@@ -109,6 +114,7 @@ def make_digits_split(split: str) -> tuple[np.ndarray, np.ndarray]:
     keep = train if split == "train" else test
     return (_upsample(ink[keep], 28) * 255).round_().to(torch.uint8).numpy(), labels[keep]
 
+# %% ../nbs/00b_standins.ipynb #19860691
 def make_digits5lite_split(domain: str, split: str) -> tuple[np.ndarray, np.ndarray]:
     "One digits-5-lite `domain`'s `split`: images (N, 3, 32, 32) uint8 and labels (every domain has the same split and labels)."
     if domain not in DIGITS5LITE_DOMAINS: raise ValueError(f"unknown digits5lite domain {domain!r}; domains: {', '.join(DIGITS5LITE_DOMAINS)}")
@@ -116,4 +122,3 @@ def make_digits5lite_split(domain: str, split: str) -> tuple[np.ndarray, np.ndar
     _, labels, train, test = _digits_base()
     keep = train if split == "train" else test
     return make_digits5lite()[domain][keep], labels[keep]
-

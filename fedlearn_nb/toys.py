@@ -86,6 +86,7 @@ def _styled_blobs(n: int, generator: torch.Generator, image_shape: tuple[int, ..
         xs.append(scale * (toy_centres()[y] + torch.randn(n, 8, generator=generator)) + shift); ys.append(y)
     return torch.cat(xs).view(-1, *image_shape), torch.cat(ys)   # (3n, *image_shape), (3n,)
 
+# %% ../nbs/09_toys.ipynb #d2863bb3
 def toy_domains(n_per_client: int = 60, seed: int = 0, clients_per_domain: int = 2, n_test_per_client: int = 40,
                 image_shape: tuple[int, ...] = (1, 2, 4)) -> FederatedData:
     "Three domains (`TOY_STYLES`: scale and shift) of the four toy classes, `clients_per_domain` clients each, named domain0..2."

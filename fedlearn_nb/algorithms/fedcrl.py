@@ -119,6 +119,7 @@ def previous_reg_loss(self: FedCRL, client: Client, ins: FitIns) -> float:
                                        ins.payload["representation_labels"].to(self.device), self.tau_cl)
     return float(loss)
 
+# %% ../../nbs/31_fedcrl.ipynb #904793ad
 @patch
 def loss(self: FedCRL, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
     "L = CE + alpha L_Reg (Eq. 13); cross-entropy only in the warm-up."
@@ -129,6 +130,7 @@ def loss(self: FedCRL, model: nn.Module, x: torch.Tensor, y: torch.Tensor, conte
     context["reg_sum"] += reg.detach() * len(y); context["reg_count"] += len(y)
     return loss + self.alpha * reg
 
+# %% ../../nbs/31_fedcrl.ipynb #d09ad2e8
 @patch
 def end_local(self: FedCRL, client: Client, model: nn.Module, ins: FitIns, context: dict) -> None:
     "Keep theta^i as the personal model and the mean L_Reg of this round (for the next tau)."

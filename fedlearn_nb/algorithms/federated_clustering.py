@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from fastcore.basics import patch
 from ..engine import Algorithm, EvaluateIns, EvaluateRes, extract_features
 from ..core import derive_seed
 from ..federation import Client, FederatedData
@@ -46,55 +47,66 @@ class FederatedClustering(Algorithm):
         features = extract_features(model, x, self.training.eval_batch_size).float()
         return F.normalize(features, dim=1) if self.normalize else features
 
-    def local_kmeans(self, features: torch.Tensor, round: int, client_id: int | str,
-                     num_clusters: int | None = None) -> torch.Tensor:
-        "k-means centroids (k, D) of a client's embeddings, seeded by (run seed, round, client); a client with at most k samples keeps them."
-        k = num_clusters or self.k
-        if len(features) <= k: return features.detach().float().cpu().clone()        # every sample is its own cluster
-        centroids, _ = kmeans(features, k, seed=self.seed_for(round, client_id, "kmeans"), n_init=self.kmeans_n_init)   # where the features are
-        return centroids.float().cpu()                                               # (k, D): they travel in a message
+# %% ../../nbs/50_federated_clustering.ipynb #318ad046
+@patch
+def local_kmeans(self: FederatedClustering, features: torch.Tensor, round: int, client_id: int | str,
+                 num_clusters: int | None = None) -> torch.Tensor:
+    "k-means centroids (k, D) of a client's embeddings, seeded by (run seed, round, client); a client with at most k samples keeps them."
+    k = num_clusters or self.k
+    if len(features) <= k: return features.detach().float().cpu().clone()        # every sample is its own cluster
+    centroids, _ = kmeans(features, k, seed=self.seed_for(round, client_id, "kmeans"), n_init=self.kmeans_n_init)   # where the features are
+    return centroids.float().cpu()                                               # (k, D): they travel in a message
 
-    def centroids_for(self, client: Client, ins: EvaluateIns | None = None) -> torch.Tensor:
-        "The centroids that label `client`'s data: the global ones."
-        centroids = (ins.payload.get("centroids") if ins is not None else None)
-        centroids = self.server.get("centroids") if centroids is None else centroids
-        if centroids is None: raise RuntimeError(f"{type(self).__name__} has no centroids yet: run at least one round first")
-        return centroids
+# %% ../../nbs/50_federated_clustering.ipynb #f61373d0
+@patch
+def centroids_for(self: FederatedClustering, client: Client, ins: EvaluateIns | None = None) -> torch.Tensor:
+    "The centroids that label `client`'s data: the global ones."
+    centroids = (ins.payload.get("centroids") if ins is not None else None)
+    centroids = self.server.get("centroids") if centroids is None else centroids
+    if centroids is None: raise RuntimeError(f"{type(self).__name__} has no centroids yet: run at least one round first")
+    return centroids
 
-    def assign(self, features: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
-        "CCFC Eq. 3 with this algorithm's distance."
-        return assign_to_centroids(features, centroids.to(features.device), self.distance)
+@patch
+def assign(self: FederatedClustering, features: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
+    "CCFC Eq. 3 with this algorithm's distance."
+    return assign_to_centroids(features, centroids.to(features.device), self.distance)
 
-    # ---- evaluation: cluster every client's data, score against the true classes ----
-    def configure_evaluate(self, round: int, clients: Sequence[Client]) -> list[tuple[Client, EvaluateIns]]:
-        "Every client receives the global parameters and centroids."
-        ins = EvaluateIns(parameters=self.server.get("params", {}), config={"round": round},
-                          payload={"centroids": self.server.get("centroids")})
-        return [(client, ins) for client in clients]
+# %% ../../nbs/50_federated_clustering.ipynb #8c1edb5d
+@patch
+def configure_evaluate(self: FederatedClustering, round: int, clients: Sequence[Client]) -> list[tuple[Client, EvaluateIns]]:
+    "Every client receives the global parameters and centroids."
+    ins = EvaluateIns(parameters=self.server.get("params", {}), config={"round": round},
+                      payload={"centroids": self.server.get("centroids")})
+    return [(client, ins) for client in clients]
 
-    def client_evaluate(self, client: Client, ins: EvaluateIns) -> EvaluateRes:
-        "Label the client's data by Eq. 3 and score it; the labels go to the server (in the payload) for the pooled scores."
-        model = self.receive(client, ins)
-        labels = self.assign(self.embed(model, client.x_train), self.centroids_for(client, ins)).cpu()
-        scores = clustering_scores(client.y_train.cpu(), labels)
-        correct = int(round(scores["acc"] * client.num_examples))
-        return EvaluateRes(loss=float("nan"), num_examples=client.num_examples,
-                           metrics={"nmi": scores["nmi"], "kappa": scores["kappa"], "accuracy": scores["acc"], "correct": correct},
-                           payload={"labels": labels})
+@patch
+def client_evaluate(self: FederatedClustering, client: Client, ins: EvaluateIns) -> EvaluateRes:
+    "Label the client's data by Eq. 3 and score it; the labels go to the server (in the payload) for the pooled scores."
+    model = self.receive(client, ins)
+    labels = self.assign(self.embed(model, client.x_train), self.centroids_for(client, ins)).cpu()
+    scores = clustering_scores(client.y_train.cpu(), labels)
+    correct = int(round(scores["acc"] * client.num_examples))
+    return EvaluateRes(loss=float("nan"), num_examples=client.num_examples,
+                       metrics={"nmi": scores["nmi"], "kappa": scores["kappa"], "accuracy": scores["acc"], "correct": correct},
+                       payload={"labels": labels})
 
-    def aggregate_evaluate(self, round: int, results: Sequence[tuple[Client, EvaluateRes]]) -> dict:
-        "NMI, Kappa, ACC and ARI of the pooled labels of all evaluated clients, plus per-client ACC mean and std."
-        evaluated = [(c, r) for c, r in results if r.num_examples > 0]
-        if not evaluated: return {}
-        truth = torch.cat([c.y_train.cpu() for c, _ in evaluated])
-        predicted = torch.cat([r.payload["labels"] for _, r in evaluated])
-        pooled = clustering_scores(truth, predicted)
-        per_client = np.array([r.metrics["accuracy"] for c, r in results if r.num_examples > 0])
-        kappas = np.array([r.metrics["kappa"] for c, r in results if r.num_examples > 0], dtype=np.float64)
-        return {**pooled, "accuracy_weighted": pooled["acc"], "accuracy_mean": float(per_client.mean()),
-                "accuracy_std": float(per_client.std(ddof=0)), "kappa_client_mean": float(np.nanmean(kappas)) if np.isfinite(kappas).any() else float("nan")}
+# %% ../../nbs/50_federated_clustering.ipynb #2b6e51c0
+@patch
+def aggregate_evaluate(self: FederatedClustering, round: int, results: Sequence[tuple[Client, EvaluateRes]]) -> dict:
+    "NMI, Kappa, ACC and ARI of the pooled labels of all evaluated clients, plus per-client ACC mean and std."
+    evaluated = [(c, r) for c, r in results if r.num_examples > 0]
+    if not evaluated: return {}
+    truth = torch.cat([c.y_train.cpu() for c, _ in evaluated])
+    predicted = torch.cat([r.payload["labels"] for _, r in evaluated])
+    pooled = clustering_scores(truth, predicted)
+    per_client = np.array([r.metrics["accuracy"] for c, r in results if r.num_examples > 0])
+    kappas = np.array([r.metrics["kappa"] for c, r in results if r.num_examples > 0], dtype=np.float64)
+    return {**pooled, "accuracy_weighted": pooled["acc"], "accuracy_mean": float(per_client.mean()),
+            "accuracy_std": float(per_client.std(ddof=0)), "kappa_client_mean": float(np.nanmean(kappas)) if np.isfinite(kappas).any() else float("nan")}
 
-    def cluster_labels(self) -> dict[int, np.ndarray]:
-        "The final Eq. 3 labels of every client's data, by client id (evaluates the current state)."
-        self._eval_loaded = None
-        return {c.id: self.client_evaluate(c, ins).payload["labels"].numpy() for c, ins in self.configure_evaluate(-1, self.data.clients)}
+# %% ../../nbs/50_federated_clustering.ipynb #d88a1aed
+@patch
+def cluster_labels(self: FederatedClustering) -> dict[int, np.ndarray]:
+    "The final Eq. 3 labels of every client's data, by client id (evaluates the current state)."
+    self._eval_loaded = None
+    return {c.id: self.client_evaluate(c, ins).payload["labels"].numpy() for c, ins in self.configure_evaluate(-1, self.data.clients)}

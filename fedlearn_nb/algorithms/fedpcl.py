@@ -186,6 +186,7 @@ def pretrained_weights_available(backbone: str = "resnet18") -> bool:
     except (ValueError, KeyError): return False                              # no torchvision weights for this name
     return (Path(torch.hub.get_dir()) / "checkpoints" / Path(weights.url).name).is_file() or bool(load_settings().download)
 
+# %% ../../nbs/26_fedpcl.ipynb #adf6ae3c
 def fedpcl_model(num_classes: int, in_channels: int = 3, image_size: int = 32, backbone: str | nn.Module = "resnet18",
                  pretrained: bool | None = None, projection_dim: int = 256, seed: int | None = None,
                  backbone_weights: str | Path | None = None) -> nn.Module:
