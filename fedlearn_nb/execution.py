@@ -89,10 +89,10 @@ def _train_group(algorithm: Algorithm, group: Sequence[tuple[Client, FitIns, lis
     totals, counts, buffers = torch.zeros(len(group), device=x_all.device), [0] * len(group), None
     for s in range(steps[0]):
         active = sum(n > s for n in steps)                                  # the clients still training: a prefix of the group
-        rows = [group[g][2][s].to(x_all.device) + offsets[g] for g in range(active)]
+        rows = [group[g][2][s].to(x_all.device, non_blocking=True) + offsets[g] for g in range(active)]
         sizes = [len(r) for r in rows]
         index = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)   # (a, W), padded with index 0
-        lengths = torch.tensor(sizes, device=x_all.device)
+        lengths = torch.tensor(sizes).to(x_all.device, non_blocking=True)
         weight = (torch.arange(index.shape[1], device=x_all.device) < lengths[:, None]).to(x_all.dtype)  # (a, W)
         grads, losses = step({k: v[:active] for k, v in trainable.items()}, {k: v[:active] for k, v in fixed.items()},
                              x_all[index], y_all[index], weight)
