@@ -426,7 +426,7 @@ def train_local(self: Algorithm, client: Client, model: nn.Module, context: dict
     set_training(model)
     total, count = torch.zeros((), device=self.device), 0
     for index in self.batches(client, context["generator"], epochs):
-        index = index.to(self.device)
+        index = index.to(self.device, non_blocking=True)                            # no wait for the queued steps on a GPU
         value = self.step(model, optimizer, loss or self.loss, self.augment(client.x_train[index]), targets[index], context)
         if value is not None: total += value.detach() * len(index); count += len(index)
     return {"train_loss": (total / max(count, 1)).item()}

@@ -33,20 +33,28 @@ __all__ = ['CLIENT_BATCHING', 'BATCHED_SAMPLES_PER_STEP', 'batching_obstacles', 
 CLIENT_BATCHING = ("auto", "batched", "sequential")
 _CLIENT_HOOKS = ("client_fit", "receive", "begin_local", "loss", "end_local", "local_update", "augment", "client_payload",
                  "train_local", "targets", "batches", "make_optimizer", "step")
+_BATCHED_OPTIMIZERS = ("sgd", "adam", "adamw")
 _RANDOM_LAYERS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 
 def _replaced_hooks(algorithm: Algorithm) -> list[str]:
     "The client hooks `algorithm` replaces, in its class or on the instance."
     return [name for name in _CLIENT_HOOKS if getattr(getattr(algorithm, name), "__func__", None) is not getattr(Algorithm, name)]
 
+def _optimizer_settings(training) -> dict:
+    "The settings of the optimiser the sequential loop makes (its defaults: Adam's betas and eps, and the like)."
+    return training.make_optimizer([torch.zeros(1, requires_grad=True)]).defaults
+
 def batching_obstacles(algorithm: Algorithm, instructions: Sequence[tuple[Client, FitIns]] = ()) -> list[str]:
     "Why the clients of a set-up `algorithm` cannot train as one batched computation (empty: they can)."
     model, training, reasons = algorithm.model, algorithm.training, []
     hooks = _replaced_hooks(algorithm)
     if hooks: reasons.append(f"{type(algorithm).__name__} replaces the client hooks {hooks}, so its local step is not the plain one")
-    if training.optimizer.lower() != "sgd":
-        reasons.append(f"the {training.optimizer} optimizer keeps per-client state that the batched step does not carry (only SGD is batched)")
-    if any(isinstance(m, _BN_TYPES) for m in model.modules()): reasons.append("the model has BatchNorm layers, whose running statistics change in place")
+    settings = _optimizer_settings(training)
+    if training.optimizer.lower() not in _BATCHED_OPTIMIZERS or settings.get("amsgrad") or settings.get("maximize"):
+        reasons.append(f"the {training.optimizer} optimizer with {settings} is not one the batched step carries (SGD, Adam, AdamW)")
+    if any(isinstance(m, _BN_TYPES) for m in model.modules()):
+        reasons.append("the model has BatchNorm layers, which normalise a batch by its own statistics (a padded batch cannot be used) and "
+                       "agree with the loop only to about 1e-3 batched (a bias before them, which has no true gradient, follows rounding noise under Adam)")
     if any(isinstance(m, _RANDOM_LAYERS) and m.p > 0 for m in model.modules()):
         reasons.append("the model has dropout, whose masks come from each client's own random stream")
     if algorithm.data.train_augmentation is not None: reasons.append("the federation has a train-time augmentation, drawn per client and sample")
@@ -73,9 +81,31 @@ def batched_loss_step(model: nn.Module) -> Callable:
         return (per_sample * weight).sum() / weight.sum()
     return vmap(grad_and_value(client_loss))  # trainable {name: (G, ...)}, fixed {name: (G, ...)}, x (G, W, ...), y, weight (G, W)
 
+# %% ../nbs/11b_execution.ipynb #8f1cc577
+def _sgd_update(training, params: list, grads: list, buffers: list | None, first: bool) -> None:
+    "torch's SGD on stacked tensors, in place: d = g + λθ; b = d (first step) or μ b + d; θ ← θ - η b."
+    if training.weight_decay: grads = torch._foreach_add(grads, params, alpha=training.weight_decay)
+    if training.momentum:
+        if first: torch._foreach_copy_(buffers, grads)
+        else: torch._foreach_mul_(buffers, training.momentum); torch._foreach_add_(buffers, grads)
+        grads = buffers
+    torch._foreach_add_(params, grads, alpha=-training.lr)
+
+def _adam_update(settings: dict, params: list, grads: list, averages: list, squares: list, step: int) -> None:
+    "torch's Adam (AdamW: the decoupled weight decay) on stacked tensors, in place, as its single-tensor loop computes it; `step` counts from 1."
+    (beta1, beta2), eps, lr, decay = settings["betas"], settings["eps"], settings["lr"], settings["weight_decay"]
+    if decay and settings.get("decoupled_weight_decay"): torch._foreach_mul_(params, 1 - lr * decay)        # AdamW
+    elif decay: grads = torch._foreach_add(grads, params, alpha=decay)                                     # Adam: g + λθ
+    torch._foreach_lerp_(averages, grads, 1 - beta1)                                                         # m ← β1 m + (1 - β1) g
+    torch._foreach_mul_(squares, beta2); torch._foreach_addcmul_(squares, grads, grads, value=1 - beta2)     # v ← β2 v + (1 - β2) g²
+    bias_correction1, bias_correction2 = 1 - beta1 ** float(step), 1 - beta2 ** float(step)
+    denominators = torch._foreach_sqrt(squares)
+    torch._foreach_div_(denominators, bias_correction2 ** 0.5); torch._foreach_add_(denominators, eps)     # sqrt(v / (1 - β2^t)) + ε
+    torch._foreach_addcdiv_(params, averages, denominators, value=-(lr / bias_correction1))                # θ ← θ - η m / (1 - β1^t) / ...
+
 # %% ../nbs/11b_execution.ipynb #b1a7c009
 def _train_group(algorithm: Algorithm, group: Sequence[tuple[Client, FitIns, list]], step: Callable) -> list[FitRes]:
-    "Local SGD of `group` [(client, ins, batches)], sorted by number of steps (most first), as one computation: their `FitRes`s."
+    "Local SGD or Adam of `group` [(client, ins, batches)], sorted by number of steps (most first), as one computation: their `FitRes`s."
     model, training = algorithm.model, algorithm.training
     state = model.state_dict()
     names = [n for n, p in model.named_parameters() if p.requires_grad]
@@ -86,26 +116,23 @@ def _train_group(algorithm: Algorithm, group: Sequence[tuple[Client, FitIns, lis
     x_all, y_all = torch.cat([c.x_train for c in clients]), torch.cat([c.y_train for c in clients])  # (sum n_k, C, H, W), (sum n_k,)
     offsets = np.cumsum([0] + [c.num_examples for c in clients]).tolist()
     steps = [len(batches) for _, _, batches in group]
-    totals, counts, buffers = torch.zeros(len(group), device=x_all.device), [0] * len(group), None
+    adam, settings = training.optimizer.lower() != "sgd", _optimizer_settings(training)
+    moments = [[torch.zeros_like(trainable[k]) for k in names] for _ in range(2 if adam else int(bool(training.momentum)))]  # Adam: m, v; SGD: b
+    totals, counts = torch.zeros(len(group), device=x_all.device), [0] * len(group)
     for s in range(steps[0]):
         active = sum(n > s for n in steps)                                  # the clients still training: a prefix of the group
-        rows = [group[g][2][s].to(x_all.device) + offsets[g] for g in range(active)]
+        rows = [group[g][2][s].to(x_all.device, non_blocking=True) + offsets[g] for g in range(active)]
         sizes = [len(r) for r in rows]
         index = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)   # (a, W), padded with index 0
-        lengths = torch.tensor(sizes, device=x_all.device)
+        lengths = torch.tensor(sizes).to(x_all.device, non_blocking=True)
         weight = (torch.arange(index.shape[1], device=x_all.device) < lengths[:, None]).to(x_all.dtype)  # (a, W)
         grads, losses = step({k: v[:active] for k, v in trainable.items()}, {k: v[:active] for k, v in fixed.items()},
                              x_all[index], y_all[index], weight)
         params, grads = [trainable[k][:active] for k in names], [grads[k] for k in names]
-        with torch.no_grad():                                               # torch's SGD on the stacked tensors
-            if training.weight_decay: grads = torch._foreach_add(grads, params, alpha=training.weight_decay)
-            if training.momentum:
-                if buffers is None: buffers = [g.clone() for g in grads]  # step 0: every client of the group is active
-                else:
-                    views = [b[:active] for b in buffers]
-                    torch._foreach_mul_(views, training.momentum); torch._foreach_add_(views, grads)
-                    grads = views
-            torch._foreach_add_(params, grads, alpha=-training.lr)
+        optimizer_state = [[t[:active] for t in moment] for moment in moments]
+        with torch.no_grad():                                               # torch's SGD or Adam on the stacked tensors
+            if adam: _adam_update(settings, params, grads, *optimizer_state, s + 1)
+            else: _sgd_update(training, params, grads, optimizer_state[0] if optimizer_state else None, s == 0)
             totals[:active] += losses * lengths
         for g, size in enumerate(sizes): counts[g] += size
     return [FitRes(parameters={k: stacked[k][g] for k in algorithm.shared_keys}, num_examples=client.num_examples,

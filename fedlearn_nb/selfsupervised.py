@@ -132,7 +132,7 @@ def sample_crop_boxes(num: int, height: int, width: int, scale: tuple[float, flo
 def resized_crops(images: torch.Tensor, boxes: torch.Tensor, size: int) -> torch.Tensor:
     "Crop each image (B, C, H, W) to its box (top, left, height, width) and resize it bilinearly to (size, size)."
     batch, _, height, width = images.shape
-    boxes = boxes.to(device=images.device, dtype=images.dtype)
+    boxes = boxes.to(device=images.device, dtype=images.dtype, non_blocking=True)
     top, left, h, w = boxes.unbind(1)
     steps = torch.arange(size, device=images.device, dtype=images.dtype)
     # grid_sample (align_corners=False) reads pixel ((g + 1) * H - 1) / 2 at normalised coordinate g
@@ -170,14 +170,14 @@ class SimCLRAugment:
         "One random view of each image (B, C, H, W) -> (B, C, size, size), every image with its own parameters."
         batch, channels, height, width = images.shape
         device = images.device
-        draw = lambda *shape: torch.rand(*shape, generator=generator).to(device)
+        draw = lambda *shape: torch.rand(*shape, generator=generator).to(device, non_blocking=True)
         out = resized_crops(images, sample_crop_boxes(batch, height, width, self.scale, self.ratio, generator), self.size)
         flip = draw(batch) < self.flip_p
         out = torch.where(flip.view(-1, 1, 1, 1), out.flip(-1), out)
         jitter = draw(batch) < self.jitter_p
         amounts = draw(batch, 4) * 2 - 1                                          # U(-1, 1) per image and jitter
         brightness, contrast, saturation, hue = self.jitter
-        identity = torch.tensor([1.0, 1.0, 1.0, 0.0], device=device)
+        identity = torch.tensor([1.0, 1.0, 1.0, 0.0]).to(device, non_blocking=True)
         factors = torch.stack([1 + brightness * amounts[:, 0], 1 + contrast * amounts[:, 1],
                                1 + saturation * amounts[:, 2], hue * amounts[:, 3]], 1)
         factors = torch.where(jitter[:, None], factors, identity)
@@ -196,7 +196,7 @@ def _blur(images: torch.Tensor, sigmas: torch.Tensor, max_sigma: float) -> torch
     radius = min(math.ceil(3 * max_sigma), (min(height, width) - 1) // 2)
     if radius < 1: return images
     offsets = torch.arange(-radius, radius + 1, device=images.device, dtype=images.dtype)      # (K,)
-    sigmas = sigmas.to(images.device, images.dtype)
+    sigmas = sigmas.to(images.device, images.dtype, non_blocking=True)
     kernels = torch.exp(-offsets[None, :] ** 2 / (2 * sigmas.clamp_min(1e-6)[:, None] ** 2))   # (B, K)
     kernels = torch.where(sigmas[:, None] > 0, kernels, (offsets == 0).to(images.dtype)[None, :])
     kernels = (kernels / kernels.sum(1, keepdim=True)).repeat_interleave(channels, 0)           # (B*C, K)
@@ -224,7 +224,7 @@ def augmented_view(images: torch.Tensor, generator: torch.Generator, scale: tupl
     cos, sin = angle.cos(), angle.sin()
     theta = torch.stack([torch.stack([width * cos, -width * sin, centre_x], 1),
                          torch.stack([height * sin, height * cos, centre_y], 1)], 1)               # (B, 2, 3)
-    theta = theta.to(images.device, images.dtype)
+    theta = theta.to(images.device, images.dtype, non_blocking=True)             # drawn on the CPU: no wait on a GPU
     grid = F.affine_grid(theta, list(images.shape), align_corners=False)
     view = F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     return _blur(view, sigma, blur_sigma[1]) if blurred.any() else view
@@ -305,7 +305,7 @@ def images_fingerprint(images: torch.Tensor) -> str:
 
 def _as_float_batch(images: torch.Tensor, device: torch.device, channels: int) -> torch.Tensor:
     "A batch on `device` as float in [0, 1] (uint8 images are divided by 255), grey repeated to `channels`."
-    x = images.to(device)
+    x = images.to(device, non_blocking=True)
     x = x.float() / 255 if x.dtype == torch.uint8 else x.float()
     return x.expand(-1, channels, -1, -1) if x.shape[1] != channels else x
 
@@ -354,12 +354,12 @@ def pretrain_encoder(images: torch.Tensor, config: PretrainConfig, labels: torch
     losses, seconds = [], []
     model.train()
     for epoch in range(config.epochs):
-        began, total, count = time.perf_counter(), 0.0, 0
+        began, total, count = time.perf_counter(), torch.zeros((), dtype=torch.float64, device=device), 0
         order = torch.randperm(len(images), generator=generator)
         for index in order.split(config.batch_size):
             if len(index) < 2: continue
             x = _as_float_batch(images[index], device, config.in_channels)
-            y = labels[index].to(device) if labels is not None else None
+            y = labels[index].to(device, non_blocking=True) if labels is not None else None
             view_1 = augment(x, generator)
             view_2 = augment(x, generator) if config.method != "supervised" else None
             loss = _pretrain_step_loss(model, target, view_1, view_2, y, config)
@@ -367,8 +367,8 @@ def pretrain_encoder(images: torch.Tensor, config: PretrainConfig, labels: torch
             loss.backward()
             optimizer.step()
             if target is not None: ema_update(target, nn.Sequential(model.features, model.head), config.beta)
-            total += loss.item() * len(index); count += len(index)
-        losses.append(total / max(count, 1)); seconds.append(time.perf_counter() - began)
+            total += loss.detach().double() * len(index); count += len(index)   # on the device: no wait per batch
+        losses.append(total.item() / max(count, 1)); seconds.append(time.perf_counter() - began)
         if progress: print(f"pre-training {config.method} epoch {epoch + 1}/{config.epochs}: loss {losses[-1]:.4f} ({seconds[-1]:.1f}s)")
     encoder = {k: v.detach().cpu().clone() for k, v in model.features.state_dict().items()}
     return PretrainResult(encoder, losses, seconds, config, fingerprint)
@@ -397,7 +397,7 @@ def linear_evaluation(encoder: nn.Module, x_train: torch.Tensor, y_train: torch.
     optimizer = torch.optim.Adam(probe.parameters(), lr=lr)
     for _ in range(epochs):
         for index in torch.randperm(len(features), generator=generator).split(batch_size):
-            index = index.to(features.device)
+            index = index.to(features.device, non_blocking=True)
             loss = F.cross_entropy(probe(features[index]), y_train[index])
             optimizer.zero_grad(set_to_none=True); loss.backward(); optimizer.step()
     with torch.no_grad():

@@ -64,6 +64,8 @@ def assert_close(first, second):
     ("even", dict(momentum=0.0, weight_decay=1e-3, fraction=0.6)),
     ("uneven", dict(momentum=0.0, local_epochs=2)),
     ("uneven", dict(local_steps=5, momentum=0.5)),
+    ("uneven", dict(optimizer="adam", lr=0.003, momentum=0.0)),
+    ("even", dict(optimizer="adamw", lr=0.003, momentum=0.0, weight_decay=1e-2, local_steps=4)),
 ])
 def test_batched_history_equals_the_sequential_one(tmp_path, digits, which, changes):
     data = digits[which]
@@ -84,7 +86,6 @@ def test_auto_keeps_the_loop_on_a_cpu_and_the_same_seed_gives_the_same_history(t
 
 
 @pytest.mark.parametrize("changes,reason", [
-    (dict(optimizer="adam", lr=0.003, momentum=0.0), "adam optimizer"),
     (dict(algorithm="fedprox", algorithm_kwargs={"mu": 0.01}), "replaces the client hooks ['begin_local', 'loss']"),
     (dict(algorithm="moon"), "replaces the client hooks"),
     (dict(model="fedcrl_cnn"), "dropout"),

@@ -89,3 +89,24 @@ def test_fuzzy_cmeans_on_an_accelerator_computes_what_the_cpu_does(monkeypatch):
     np.testing.assert_allclose(in_torch.centroids, on_cpu.centroids, atol=1e-10)
     np.testing.assert_allclose(in_torch.memberships, on_cpu.memberships, atol=1e-10)
     assert in_torch.iterations == on_cpu.iterations and in_torch.converged
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_simsiam_step_on_a_gpu_never_waits_for_the_gpu():
+    "Two augmented views (drawn on the CPU), CCFC's SimSiam loss with the regulariser, backward and Adam's step on CUDA: no host synchronisation."
+    device = torch.device("cuda")
+    seed_everything(0)
+    model = ccfc_mlp(16 * 16, hidden_dim=64, latent_dim=16, predictor_hidden_dim=8).to(device)
+    algorithm = CCFC(lambda_=0.1)
+    context = {"phase": "sample", "views": torch.Generator().manual_seed(0), "global_model": algorithm.frozen_copy(model)}
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.rand(64, 1, 16, 16, device=device)
+    def step():
+        loss = algorithm.loss(model.train(), x, None, context)
+        optimizer.zero_grad(set_to_none=True); loss.backward(); optimizer.step()
+    step()                                                     # Adam's state is made on the first step
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(2): step()
+    finally: torch.cuda.set_sync_debug_mode(0)

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from ..engine import EvaluateIns, FitIns, FitRes, get_parameters, register_algorithm
+from ..engine import EvaluateIns, EvaluateRes, FitIns, FitRes, get_parameters, register_algorithm, set_parameters, set_training
 from ..federation import Client
 from ..models import SplitModel, register_model
 from .federated_clustering import FederatedClustering
@@ -92,10 +92,7 @@ class CCFC(FederatedClustering):
         context = super().begin_local(client, model, ins)
         round = ins.config.get("round", 0)
         context["phase"], context["views"] = self.phase(round), self.generator(round, client.id, "views")
-        if self.lambda_ > 0:
-            frozen = copy.deepcopy(model).eval()
-            for parameter in frozen.parameters(): parameter.requires_grad_(False)
-            context["global_model"] = frozen
+        if self.lambda_ > 0: context["global_model"] = self.frozen_copy(model)
         return context
 
     def make_optimizer(self, parameters, context: dict) -> torch.optim.Optimizer:
@@ -144,6 +141,8 @@ def targets(self: CCFC, client: Client, model: nn.Module, context: dict) -> torc
     "Pseudo-labels of the client's data by Eq. 3 with the received model (the true labels are never seen)."
     if context["phase"] != "cluster": return torch.zeros_like(client.y_train)            # SimSiam needs no labels
     centroids = context["ins"].payload["centroids"] if self.federated else self.centroids_for(client)
+    evaluated = self.evaluated_labels(client, context["ins"].parameters, centroids)
+    if evaluated is not None: return evaluated.to(client.y_train.device)                # the last evaluation's Eq. 3 with f^g
     return self.assign(self.embed(model, client.x_train), centroids).to(client.y_train.device)  # Eq. 3 with f^g
 
 @patch
@@ -173,6 +172,36 @@ def loss(self: CCFC, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context
         with torch.no_grad(): global_1, global_2 = frozen(view_1), frozen(view_2)
         loss = loss + self.lambda_ * 0.5 * (ccfc_model_contrastive_loss(predictions_1, global_1) + ccfc_model_contrastive_loss(predictions_2, global_2))
     return loss
+
+# %% ../../nbs/53_ccfc.ipynb #5613eb43
+@patch
+def frozen_copy(self: CCFC, model: nn.Module) -> nn.Module:
+    "A frozen copy of `model` (eval mode, no gradients) for the regulariser's p^g: one module kept for the run, its tensors overwritten."
+    kept = self.__dict__.get("_frozen")                                   # (the model it copies, the copy)
+    if kept is None or kept[0] is not model:
+        frozen = copy.deepcopy(model)
+        for parameter in frozen.parameters(): parameter.requires_grad_(False)
+        self._frozen = kept = (model, frozen)
+    set_parameters(kept[1], model.state_dict(keep_vars=True))           # every parameter and buffer, in place
+    return set_training(kept[1], False)
+
+@patch
+def client_evaluate(self: CCFC, client: Client, ins: EvaluateIns) -> EvaluateRes:
+    "The clustering scores of `FederatedClustering`; the labels are kept with the parameters and centroids they come from."
+    result = FederatedClustering.client_evaluate(self, client, ins)
+    if self.federated and not self.local_keys:
+        self._evaluated = {**self.__dict__.get("_evaluated", {}),
+                           client.id: (ins.parameters, self.centroids_for(client, ins), client.x_train, result.payload["labels"])}
+    return result
+
+@patch
+def evaluated_labels(self: CCFC, client: Client, parameters: dict, centroids: torch.Tensor) -> torch.Tensor | None:
+    "The Eq. 3 labels of `client`'s data that the last evaluation computed with these very `parameters` and `centroids`; None if it did not."
+    kept = self.__dict__.get("_evaluated", {}).get(client.id)
+    if kept is None or not self.federated or self.local_keys: return None
+    same = kept[0] is parameters and kept[1] is centroids and kept[2] is client.x_train
+    return kept[3] if same else None
+
 
 # %% ../../nbs/53_ccfc.ipynb #ddc970dd
 @register_algorithm
