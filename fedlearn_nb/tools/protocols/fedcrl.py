@@ -33,10 +33,10 @@ from ..papers import (
 
 # %% auto #0
 __all__ = ['T2_COLUMNS', 'T3_COLUMNS', 'TABLE_COLUMNS', 'COLUMNS', 'PAPER_DATASETS', 'HEADLINE_DATASET', 'SCALES',
-           'DIRICHLET_DRAWS', 'METHODS', 'SMOKE_OVERRIDES', 'TRAINING', 'PAPER', 'REPRESENTATION', 'column_settings',
-           'column_seeds', 'column_pool', 'column_scheme', 'partition_note', 'column_partition', 'method_settings',
-           'local_steps', 'test_shares', 'parse_paper_table', 'client_representations', 'representation_quality',
-           'Protocol', 'Reproduction']
+           'DIRICHLET_DRAWS', 'METHODS', 'SMOKE_OVERRIDES', 'TRAINING', 'PAPER', 'REPRESENTATION', 'GLOBAL_METHODS',
+           'column_settings', 'column_seeds', 'column_pool', 'column_scheme', 'partition_note', 'column_partition',
+           'method_settings', 'local_steps', 'test_shares', 'parse_paper_table', 'client_representations',
+           'representation_quality', 'global_predictions', 'Protocol', 'Reproduction', 'chance_accuracies']
 
 # %% ../../../nbs/95d_protocol_fedcrl.ipynb #d4dd3ce3
 T2_COLUMNS = ["prac-cifar10", "prac-emnist", "prac-cifar100", "path-cifar10", "path-emnist", "path-cifar100"]
@@ -231,6 +231,17 @@ def representation_quality(kept: dict) -> dict:
     return {"points": len(labels), "dimension": features.shape[1], "classes": len(set(labels)), "clients": len(set(clients)),
             "silhouette_by_class": score(labels), "silhouette_by_client": score(clients)}
 
+GLOBAL_METHODS = ["FedAvg", "FedProx", "MOON"]   # evaluated with one global model
+
+def global_predictions(model: torch.nn.Module, fed: FederatedData) -> np.ndarray:
+    "How often `model` predicts each class over every client's test split: (C,) counts."
+    was_training = model.training
+    model.eval()
+    with torch.no_grad(): predicted = torch.cat([model(c.x_test).argmax(1).cpu() for c in fed.clients])
+    model.train(was_training)
+    return np.bincount(predicted.numpy(), minlength=len(fed.classes))
+
+
 # %% ../../../nbs/95d_protocol_fedcrl.ipynb #d141558c
 @dataclasses.dataclass
 class Protocol:
@@ -387,6 +398,7 @@ class Reproduction:
     partition_notes: dict = dataclasses.field(default_factory=dict)         # column -> {what the partition warned of, per seed}
     cpu_seconds: dict = dataclasses.field(default_factory=dict)             # column -> CPU seconds of this process
     representations: dict = dataclasses.field(default_factory=dict)         # method -> {"features": (N, D), "labels": (N,), "clients": (N,)}
+    predictions: dict = dataclasses.field(default_factory=dict)             # global-model method -> (C,) its predictions per class, Figure 4's column
     federations: dict = dataclasses.field(default_factory=dict, repr=False) # (column, seed) -> its clients, built once
     began: float = dataclasses.field(default_factory=time.perf_counter)
 
@@ -407,6 +419,8 @@ class Reproduction:
         history = runs.run((column, label, seed), config, self.protocol.history_file(column, label, seed), data=self.federation(column, seed), parts=parts)
         if parts and column == REPRESENTATION["column"] and label in REPRESENTATION["methods"] and seed == self.protocol.column_seeds(column)[0]:
             self.representations[label] = client_representations(parts["algorithm"], parts["data"], config.rounds)   # from the final models
+        if parts and column == REPRESENTATION["column"] and label in GLOBAL_METHODS and seed == self.protocol.column_seeds(column)[0]:
+            self.predictions[label] = global_predictions(parts["algorithm"].model, parts["data"])
         return history
 
 @patch
@@ -487,6 +501,34 @@ def ranking(self: Reproduction) -> pd.DataFrame:
     ranking = pd.DataFrame(rows)
     atomic_write_csv(self.protocol.results / "ranking.csv", ranking)
     return ranking
+
+# %% ../../../nbs/95d_protocol_fedcrl.ipynb #13085503
+def chance_accuracies(fed: FederatedData) -> dict:
+    "Two answers that need no training, scored as the tables (%, mean over clients): each client's own commonest training class; the best single class for all."
+    classes = len(fed.classes)
+    own = [(c.y_test.cpu().numpy() == np.bincount(c.y_train.cpu().numpy(), minlength=classes).argmax()).mean() for c in fed.clients]
+    fractions = np.stack([np.bincount(c.y_test.cpu().numpy(), minlength=classes) / max(len(c.y_test), 1) for c in fed.clients])   # (K, C)
+    return {"own commonest class (%)": 100 * float(np.mean(own)), "best single class for all (%)": 100 * float(fractions.mean(0).max())}
+
+@patch
+def chance(self: Reproduction) -> pd.DataFrame:
+    "Per column that ran: both no-training answers (mean over the column's seeds) and the test images per client; chance.csv."
+    rows = []
+    for column in COLUMNS:
+        if self.status[column] is not None or not any(k[0] == column for k in self.histories): continue
+        per_seed = [chance_accuracies(self.federation(column, seed)) | {"test images per client": np.mean([c.num_test_examples for c in self.federation(column, seed).clients])}
+                    for seed in self.protocol.column_seeds(column)]
+        rows.append({"table": COLUMNS[column][0], "column": column, "seeds": len(per_seed), **pd.DataFrame(per_seed).mean().round(2).to_dict()})
+    frame = pd.DataFrame(rows)
+    atomic_write_csv(self.protocol.results / "chance.csv", frame)
+    return frame
+
+@patch
+def global_model_predictions(self: Reproduction) -> pd.DataFrame:
+    "Per global-model method kept: the classes its final model predicts (of >= 1 % of the test images) and the commonest one's share (%)."
+    rows = [{"method": label, "column": REPRESENTATION["column"], "test images": int(counts.sum()), "classes predicted": int((counts >= 0.01 * counts.sum()).sum()),
+             "commonest predicted class": int(counts.argmax()), "its share (%)": round(100 * counts.max() / counts.sum(), 1)} for label, counts in self.predictions.items()]
+    return pd.DataFrame(rows)
 
 # %% ../../../nbs/95d_protocol_fedcrl.ipynb #4a87c585
 @patch
