@@ -23,7 +23,7 @@ from .tables import is_stand_in, numeric_column, read_tables, table_summary
 # %% auto #0
 __all__ = ['REASON_CATEGORIES', 'ORDERING_REASONS', 'algorithm_key', 'registered_algorithms', 'is_built', 'stale_unbuilt_methods',
            'committed_results', 'csv_table_number', 'method_ordering', 'reproduction_status', 'ordering_reason',
-           'ordering_agreement']
+           'ordering_agreement', 'ordering_markdown']
 
 # %% ../../nbs/91f_status.ipynb #636d2f5c
 _UNBUILT = re.compile(r"not (?:implemented|built)", re.IGNORECASE)
@@ -188,3 +188,13 @@ def ordering_agreement(results_root: str | Path | None = None) -> pd.DataFrame:
                          "same best": f"{ordering['same best']} of {ordering['columns']}", "ordering": verdict,
                          "why it differs": "" if verdict == "agrees" else (ordering_reason(spec.key, table.number) or "no reason recorded")})
     return pd.DataFrame(rows, columns=["paper", "table", "columns", "spearman", "same best", "ordering", "why it differs"])
+
+# %% ../../nbs/91f_status.ipynb #a646c643
+def ordering_markdown(agreement: pd.DataFrame) -> str:
+    "The README's table of `ordering_agreement`: paper, table, Spearman, columns with the paper's best, verdict, the reasons' categories (a hypothesis says so)."
+    lines = ["| paper | table | Spearman | same best | ordering | why it differs |", "|---|---|---|---|---|---|"]
+    for row in agreement.itertuples():
+        categories = ", ".join(dict.fromkeys(category + (" (hypothesis, being tested)" if evidence.startswith("hypothesis") else "")
+                                             for category, evidence in ORDERING_REASONS.get((row.paper, str(row.table)), [])))
+        lines.append(f"| {row.paper} | {row.table} | {row.spearman:.2f} | {row[5]} | {row.ordering} | {'' if row.ordering == 'agrees' else categories or 'no reason recorded'} |")
+    return "\n".join(lines)
