@@ -62,10 +62,18 @@ def test_smoke_tables_have_every_method_and_column(smoke, number, methods):
     office = table[table.column == "Office-10"]
     assert office.ours.isna().all() and office.note.str.contains("not run at smoke scale").all()
     competing = ran[~ran.note.str.startswith("reference")]
-    for column, group in competing.groupby("column"):                                 # the best of each column is marked
-        assert group.best.any() and group.loc[group.best, "ours"].min() >= group.ours.max() - 0.005, column
-    wide = pd.read_csv(smoke / f"table_{number}_wide.csv").set_index("method")
-    assert list(wide.index) == methods and wide.astype(str).apply(lambda c: c.str.contains("★")).to_numpy().sum() >= 3
+    for column, group in competing.groupby("column"):         # the best of a column is marked where it beats chance by > 2 std, only there
+        leader = group.loc[group.ours.idxmax()]
+        signal = leader.ours - leader.chance > 2 * (0 if pd.isna(leader.ours_std) else leader.ours_std)
+        assert group.signal.eq(signal).all() and group.best.any() == signal, column
+        if signal: assert group.loc[group.best, "ours"].min() >= group.ours.max() - 0.005, column
+    wide = pd.read_csv(smoke / f"table_{number}_wide.csv", keep_default_na=False).set_index("method")
+    chance_row = {1: "chance: best single answer", 2: "chance: each client's commonest class"}[number]
+    assert list(wide.index) == methods + [chance_row, "ranking"]
+    marks = {c: wide.loc["ranking", c] for c in COLUMNS}
+    assert marks["Office-10"] == "" and {v for c, v in marks.items() if c != "Office-10"} <= {"★ beats chance by > 2 std", "no signal at this budget"}
+    stars = wide.drop(index=[chance_row, "ranking"]).apply(lambda c: c.str.contains("★")).sum()
+    assert all((stars[c] > 0) == (marks[c] == "★ beats chance by > 2 std") for c in COLUMNS)
 
 
 def test_smoke_histories_count_bytes_and_metadata(smoke):

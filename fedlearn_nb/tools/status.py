@@ -21,8 +21,9 @@ from .tables import is_stand_in, numeric_column, read_tables, table_summary
 
 
 # %% auto #0
-__all__ = ['algorithm_key', 'registered_algorithms', 'is_built', 'stale_unbuilt_methods', 'committed_results', 'csv_table_number',
-           'method_ordering', 'reproduction_status']
+__all__ = ['REASON_CATEGORIES', 'ORDERING_REASONS', 'algorithm_key', 'registered_algorithms', 'is_built', 'stale_unbuilt_methods',
+           'committed_results', 'csv_table_number', 'method_ordering', 'reproduction_status', 'ordering_reason',
+           'ordering_agreement', 'ordering_markdown']
 
 # %% ../../nbs/91f_status.ipynb #636d2f5c
 _UNBUILT = re.compile(r"not (?:implemented|built)", re.IGNORECASE)
@@ -150,3 +151,56 @@ def reproduction_status(results_root: str | Path | None = None) -> pd.DataFrame:
                          "reproduced": table.status + (f" ({table.note})" if table.note else ""), "committed": state,
                          "ours vs paper": committed, "method ordering": ordering})
     return pd.DataFrame(rows)
+
+# %% ../../nbs/91f_status.ipynb #2fc0ee30
+REASON_CATEGORIES = ("schedule", "data cut", "missing data", "missing pre-trained backbone", "method")
+_FEDCCL_INTER = [("missing pre-trained backbone", "Office-10 sits at 13-33 % for every method here, 77-95 % in the paper, which starts from a pre-trained ViT"),
+                 ("schedule", "FedCCL is at 26 % at round 20 and still rising, while FedAvg levels off at 50 %")]
+_FEDCCL_INTRA = [("data cut", "with 1,000 images per class FedAvg starts at chance on MNIST; on all 60,000 training images the same FedAvg is at "
+                              "51.9 % after round 1 and 85.8 % after round 5, and the seed-to-seed spread (9-14 points) is larger than every gap between methods")]
+_FEDPLCC = [("schedule", "the same Digit-5 set-up at 30 rounds gives the paper's ordering (Spearman 0.93), FedPLVM 87.0 %, FedPLCC 86.8 %")]
+ORDERING_REASONS = {   # (paper, table) -> [(category, the measured evidence, as the paper notebook's reading states it)]
+    ("fedccl", "1"): _FEDCCL_INTER, ("fedccl", "2"): _FEDCCL_INTER, ("fedccl", "5"): _FEDCCL_INTER, ("fedccl", "7"): _FEDCCL_INTER,
+    ("fedccl", "4"): _FEDCCL_INTRA, ("fedccl", "6"): _FEDCCL_INTRA, ("fedccl", "8"): _FEDCCL_INTRA,
+    ("fedplcc", "II"): _FEDPLCC, ("fedplcc", "III"): _FEDPLCC,
+    ("fedplcc", "V"): _FEDPLCC + [("method", "the pull term alone collapses the features to chance (11-23 %) at any length")],
+    ("fedcrl", "II"): [("data cut", "each client's commonest training class alone scores 68.8 %, Local 67.6 %: with 37 training images per client "
+                                    "the personalised methods do not beat it, and the global model of FedAvg predicts class 3 for 253 of 259 test images")],
+    ("fedcrl", "III"): [("data cut", "at N = 100 a client had about 10 images (one local step a round, where FedProx's proximal gradient is zero: "
+                                     "FedAvg and FedProx 11.57 % alike); at beta = 0.01 nearly every client holds one class")],
+    ("ccfc", "1"): [("data cut", "hypothesis under test: more training makes NMI worse at 500 images per client (37 more CCFC rounds 0.49 -> 0.44), "
+                                 "so the schedule does not explain 0.42 against 0.92; the amount of data is being tested")],
+    ("ccfc", "2"): [("data cut", "hypothesis under test: more training makes NMI worse at 500 images per client (37 more CCFC rounds 0.49 -> 0.44), "
+                                 "so the schedule does not explain 0.42 against 0.92; the amount of data is being tested")],
+}
+
+def ordering_reason(paper: str, table: str) -> str:
+    "The reason (category: evidence; ...) why `paper`'s `table` orders its methods otherwise than the paper, or ''."
+    return "; ".join(f"{category}: {evidence}" for category, evidence in ORDERING_REASONS.get((paper, str(table)), []))
+
+def ordering_agreement(results_root: str | Path | None = None) -> pd.DataFrame:
+    "Per committed table of the five papers with an ordering: Spearman's rho, the columns whose best method is the paper's, the verdict and, where it disagrees, why."
+    rows = []
+    for spec in paper_specs():
+        found = committed_results(spec.key, results_root)
+        tables = read_tables(found[0]) if found else {}
+        for table in spec.tables:
+            key = next((k for k in (table.number, csv_table_number(table.number)) if k in tables), None)
+            ordering = method_ordering(tables[key]) if key is not None else {"columns": 0}
+            if not ordering["columns"]: continue
+            rho = ordering["spearman"]
+            verdict = "agrees" if rho >= 0.7 else "partly agrees" if rho >= 0.3 else "disagrees"
+            rows.append({"paper": spec.key, "table": table.number, "columns": ordering["columns"], "spearman": round(rho, 2),
+                         "same best": f"{ordering['same best']} of {ordering['columns']}", "ordering": verdict,
+                         "why it differs": "" if verdict == "agrees" else (ordering_reason(spec.key, table.number) or "no reason recorded")})
+    return pd.DataFrame(rows, columns=["paper", "table", "columns", "spearman", "same best", "ordering", "why it differs"])
+
+# %% ../../nbs/91f_status.ipynb #a646c643
+def ordering_markdown(agreement: pd.DataFrame) -> str:
+    "The README's table of `ordering_agreement`: paper, table, Spearman, columns with the paper's best, verdict, the reasons' categories (a hypothesis says so)."
+    lines = ["| paper | table | Spearman | same best | ordering | why it differs |", "|---|---|---|---|---|---|"]
+    for row in agreement.itertuples():
+        categories = ", ".join(dict.fromkeys(category + (" (hypothesis, being tested)" if evidence.startswith("hypothesis") else "")
+                                             for category, evidence in ORDERING_REASONS.get((row.paper, str(row.table)), [])))
+        lines.append(f"| {row.paper} | {row.table} | {row.spearman:.2f} | {row[5]} | {row.ordering} | {'' if row.ordering == 'agrees' else categories or 'no reason recorded'} |")
+    return "\n".join(lines)

@@ -44,7 +44,7 @@ __all__ = ['SCALES', 'DATASET_SETUP', 'METHODS', 'CENTRALISED', 'FEDERATED', 'SY
            'PAPER_NMI', 'PAPER_KAPPA', 'KNN_KS', 'PAPER_KNN', 'TABLE4_VARIANTS', 'FIGURE_3_RUNS', 'PAPER_TABLE4',
            'title', 'paper_title', 'clustering_subset', 'client_partition', 'column_skip_reason', 'runs_synthetic',
            'synthetic_settings', 'run_label', 'run_folder_name', 'history_file_name', 'Protocol', 'model_settings',
-           'method_config', 'main_table', 'wide', 'ordering', 'orderings', 'Reproduction', 'embed']
+           'method_config', 'main_table', 'wide', 'ordering', 'orderings', 'Reproduction', 'embed', 'nmi_peaks']
 
 # %% ../../../nbs/95e_protocol_ccfc.ipynb #d2d7b55f
 SCALES: dict[str, dict] = {
@@ -490,6 +490,34 @@ def nmi_per_round(self: Reproduction) -> None:
     figure.suptitle(f"CCFC's NMI per round, mean ± sd over {len(self.protocol.seeds)} seed(s) (not a figure of the paper)\n"
                     "pre-training rounds left of the dotted line, CCFC rounds right of it")
     figure.tight_layout(); figure.savefig(self.results / "figure_nmi_per_round.png", dpi=120, bbox_inches="tight"); plt.show()
+
+# %% ../../../nbs/95e_protocol_ccfc.ipynb #b27e2fc5
+def nmi_peaks(frame: pd.DataFrame, pretrain_rounds: int) -> pd.DataFrame:
+    "Per (dataset, p) of per-round NMI histories (columns dataset, p, seed, round, nmi): NMI after pre-training, at its peak (and when) and at the end; mean and sd over seeds."
+    rows = []
+    for (name, p), group in frame.dropna(subset=["nmi"]).groupby(["dataset", "p"], sort=False):
+        seeds = []
+        for _, run in group.groupby("seed"):
+            run = run.sort_values("round")
+            pretrained = run[run["round"] <= pretrain_rounds].nmi
+            seeds.append({"pretrained": pretrained.iloc[-1] if len(pretrained) else np.nan, "peak": run.nmi.max(),
+                          "peak_round": int(run["round"].iloc[int(np.argmax(run.nmi.to_numpy()))]), "final": run.nmi.iloc[-1], "rounds": int(run["round"].iloc[-1])})
+        seeds = pd.DataFrame(seeds)
+        spread = lambda values: float(values.std(ddof=1)) if len(values) > 1 else np.nan
+        rows.append({"dataset": name, "p": p, "seeds": len(seeds), "rounds": int(seeds.rounds.max()), "NMI after pre-training": float(seeds.pretrained.mean()),
+                     "peak NMI": float(seeds.peak.mean()), "peak NMI sd": spread(seeds.peak), "peak rounds": ", ".join(map(str, seeds.peak_round)),
+                     "final NMI": float(seeds.final.mean()), "final NMI sd": spread(seeds.final), "final - peak": float((seeds.final - seeds.peak).mean())})
+    return pd.DataFrame(rows)
+
+@patch
+def nmi_peak_final(self: Reproduction) -> pd.DataFrame | None:
+    "`nmi_peaks` of the connected CCFC runs (the curves of `nmi_per_round`), written as nmi_peaks.csv; None without a CCFC run."
+    histories = [(key, h) for key, h in self.runs.histories.items() if key[0] == "CCFC" and key[4] == 0.0]
+    if not histories: return None
+    frame = pd.concat([h.to_frame().assign(dataset=title(key[1]), p=key[2], seed=key[3]) for key, h in histories])
+    peaks = nmi_peaks(frame, self.config["ccfc"]["pretrain_rounds"])
+    atomic_write_csv(self.results / "nmi_peaks.csv", peaks)
+    return peaks
 
 # %% ../../../nbs/95e_protocol_ccfc.ipynb #9af4a5ed
 @patch

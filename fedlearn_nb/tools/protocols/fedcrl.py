@@ -21,6 +21,7 @@ from fastcore.basics import patch
 
 from ...core import atomic_write_csv, atomic_write_json, choose_device, load_settings, run_metadata
 from ...data import DatasetNotFoundError, load_dataset, subsample_per_class
+from ...engine import batch_indices
 from ...experiment import RunConfig, build_federated_data
 from ...federation import PERSONALISED_TEST_FRACTION, FederatedData, personalised_scheme
 from ...history import History
@@ -32,9 +33,10 @@ from ..papers import (
 
 # %% auto #0
 __all__ = ['T2_COLUMNS', 'T3_COLUMNS', 'TABLE_COLUMNS', 'COLUMNS', 'PAPER_DATASETS', 'HEADLINE_DATASET', 'SCALES',
-           'DIRICHLET_DRAWS', 'METHODS', 'SMOKE_OVERRIDES', 'TRAINING', 'PAPER', 'REPRESENTATION', 'column_settings',
-           'column_seeds', 'column_pool', 'column_scheme', 'partition_note', 'column_partition', 'method_settings',
-           'parse_paper_table', 'client_representations', 'representation_quality', 'Protocol', 'Reproduction']
+           'DIRICHLET_DRAWS', 'METHODS', 'SMOKE_OVERRIDES', 'TRAINING', 'PAPER', 'REPRESENTATION', 'GLOBAL_METHODS',
+           'column_settings', 'column_seeds', 'column_pool', 'column_scheme', 'partition_note', 'column_partition',
+           'method_settings', 'local_steps', 'test_shares', 'parse_paper_table', 'client_representations',
+           'representation_quality', 'global_predictions', 'Protocol', 'Reproduction', 'chance_accuracies']
 
 # %% ../../../nbs/95d_protocol_fedcrl.ipynb #d4dd3ce3
 T2_COLUMNS = ["prac-cifar10", "prac-emnist", "prac-cifar100", "path-cifar10", "path-emnist", "path-cifar100"]
@@ -58,32 +60,37 @@ COLUMNS = {
 PAPER_DATASETS = ["cifar10", "emnist", "cifar100"]
 HEADLINE_DATASET = "cifar10"   # below paper scale the CIFAR-10 columns of Tables II and III run every seed, the others the first
 # per scale: defaults for every column, then per-column overrides. per_class: images per class drawn (seed 0) from the
-# merged train + test pool before partitioning (None: all); min_size: the smallest client the Dirichlet split allows
+# merged train + test pool before partitioning (None: all); min_size: the smallest client the Dirichlet split allows;
+# test: "split" (the paper's: 25 % of each client's share is its test split) or "whole" (the clients share the train
+# split; each tests on its share of the whole test split in its own class proportions, `test_shares`); seeds: how many
+# seeds the column runs when the seeds parameter is left to the scale (absent: the scale's)
 SCALES = {
     "smoke": dict(seeds="0", batch_size=32, model_kwargs=dict(conv_channels=(8, 16), representation_dim=32), stand_in="digits",
                   columns=("prac-cifar10", "path-cifar10", "beta1"), num_clients={20: 5, 100: 5},
-                  default=dict(rounds=2, eval_every=1, per_class=20, min_size=10), overrides={}),
+                  default=dict(rounds=2, eval_every=1, per_class=20, min_size=10, test="split"), overrides={}),
     "quick": dict(seeds="0,1,2", batch_size=16, model_kwargs={}, stand_in=None, columns=None, num_clients={20: 20, 100: 100},
-                  default=dict(rounds=8, eval_every=2, per_class=100, min_size=12),
-                  overrides={"prac-emnist": dict(per_class=25), "path-emnist": dict(per_class=25),
+                  default=dict(rounds=8, eval_every=2, per_class=100, min_size=12, test="split"),
+                  overrides={"prac-cifar10": dict(test="whole", per_class=75, min_size=9, seeds=5),"prac-emnist": dict(per_class=25), "path-emnist": dict(per_class=25),
                              "prac-cifar100": dict(per_class=20), "path-cifar100": dict(per_class=20),
-                             "prac-N100": dict(rounds=3, eval_every=3, min_size=6), "path-N100": dict(rounds=3, eval_every=3, min_size=6),
+                             "prac-N100": dict(rounds=3, eval_every=3, per_class=None, min_size=88), "path-N100": dict(rounds=3, eval_every=3, per_class=None),
                              "beta0.01": dict(rounds=5, eval_every=5, per_class=80), "beta1": dict(rounds=5, eval_every=5, per_class=80),
                              "classes10": dict(rounds=5, eval_every=5, per_class=20), "classes50": dict(rounds=5, eval_every=5, per_class=20)}),
     "paper": dict(seeds="0,1,2,3,4", batch_size=16, model_kwargs={}, stand_in=None, columns=None, num_clients={20: 20, 100: 100},
-                  default=dict(rounds=500, eval_every=1, per_class=None, min_size=40), overrides={}),
+                  default=dict(rounds=500, eval_every=1, per_class=None, min_size=40, test="split"), overrides={}),
 }
 DIRICHLET_DRAWS = 100   # re-draws before the short clients are topped up (PFLlib re-draws without a limit)
 
 def column_settings(column: str, scale: str) -> dict:
-    "Rounds, evaluation interval, per-class pool, minimum client size and number of clients of `column` at `scale`."
+    "Rounds, evaluation interval, per-class pool, minimum client size, test data (and seeds) and number of clients of `column` at `scale`."
     spec = SCALES[scale]
     settings = {**spec["default"], **spec["overrides"].get(column, {})}
     settings["num_clients"] = spec["num_clients"][COLUMNS[column][3]]
     return settings
 
-def column_seeds(column: str, seeds: list, scale: str) -> list:
-    "The seeds a column runs: at `paper` all of them; below, all for the headline (CIFAR-10) columns and the first for the others."
+def column_seeds(column: str, seeds: list, scale: str, chosen: bool = False) -> list:
+    "The seeds a column runs: its own count (`seeds` setting) unless the seeds parameter `chosen` them; at `paper` all, below all for the headline (CIFAR-10) columns and the first for the others."
+    own = column_settings(column, scale).get("seeds")
+    if own is not None and not chosen: seeds = list(range(own))
     return list(seeds) if scale == "paper" or COLUMNS[column][1] == HEADLINE_DATASET else list(seeds[:1])
 
 # %% ../../../nbs/95d_protocol_fedcrl.ipynb #2ea00fd8
@@ -132,6 +139,27 @@ def method_settings(label: str, scale: str) -> tuple[str, dict]:
     key, kwargs = METHODS[label]
     return key, {**kwargs, **(SMOKE_OVERRIDES.get(label, {}) if scale == "smoke" else {})}
 
+# %% ../../../nbs/95d_protocol_fedcrl.ipynb #95e32828
+def local_steps(num_examples: int, scale: str, epochs: int | None = None) -> int:
+    "Optimizer steps a client with `num_examples` training images takes in one round at `scale` (the engine's `batch_indices`)."
+    batches = batch_indices(num_examples, SCALES[scale]["batch_size"], torch.Generator().manual_seed(0))
+    return len(batches) * (TRAINING["epochs"] if epochs is None else epochs)
+
+def test_shares(client_labels: list, test_labels, seed: int = 0) -> list[np.ndarray]:
+    "Every client's share of the whole test split in its own class proportions: class c's test images dealt out as the clients hold c's training images."
+    test_labels = np.asarray(test_labels)
+    num_classes = int(max([test_labels.max()] + [np.max(labels) for labels in client_labels if len(labels)])) + 1
+    held = np.stack([np.bincount(np.asarray(labels, dtype=np.int64), minlength=num_classes) for labels in client_labels])   # (K, C)
+    generator, shares = np.random.default_rng([seed, 7]), [[] for _ in client_labels]
+    for c in range(num_classes):
+        images = generator.permutation(np.flatnonzero(test_labels == c))
+        if held[:, c].sum() == 0: continue                                      # no client trains on class c: its test images stay out
+        exact = len(images) * held[:, c] / held[:, c].sum()                     # n_test[k, c]
+        counts = np.floor(exact).astype(np.int64)
+        counts[np.argsort(counts - exact, kind="stable")[:len(images) - counts.sum()]] += 1   # largest remainders
+        for k, chunk in enumerate(np.split(images, np.cumsum(counts)[:-1])): shares[k].append(chunk)
+    return [np.sort(np.concatenate(share)) if share else np.zeros(0, np.int64) for share in shares]
+
 # %% ../../../nbs/95d_protocol_fedcrl.ipynb #6efb00f7
 _T2 = """Local 69.90 9.44 91.80 4.50 35.12 6.25 61.94 11.56 81.21 7.25 30.66 6.33
 FedAvg 61.51 11.23 83.59 10.98 30.88 3.46 51.72 17.72 74.19 13.36 25.84 6.32
@@ -178,7 +206,7 @@ PAPER = {"II": parse_paper_table(_T2, T2_COLUMNS), "III": parse_paper_table(_T3,
 
 # %% ../../../nbs/95d_protocol_fedcrl.ipynb #11154964
 REPRESENTATION = dict(column="prac-cifar10", methods=["FedAvg", "Local", "FedRep", "FedCRL"],
-                      points={"smoke": None, "quick": None, "paper": 3000})   # t-SNE sample per scale (None: every sample)
+                      points={"smoke": None, "quick": 3000, "paper": 3000})   # t-SNE sample per scale (None: every sample)
 
 def client_representations(algorithm, fed: FederatedData, round: int) -> dict:
     "Every client's samples (train + test) through phi of the model the client is evaluated with: features (N, D), labels, clients."
@@ -203,6 +231,17 @@ def representation_quality(kept: dict) -> dict:
     return {"points": len(labels), "dimension": features.shape[1], "classes": len(set(labels)), "clients": len(set(clients)),
             "silhouette_by_class": score(labels), "silhouette_by_client": score(clients)}
 
+GLOBAL_METHODS = ["FedAvg", "FedProx", "MOON"]   # evaluated with one global model
+
+def global_predictions(model: torch.nn.Module, fed: FederatedData) -> np.ndarray:
+    "How often `model` predicts each class over every client's test split: (C,) counts."
+    was_training = model.training
+    model.eval()
+    with torch.no_grad(): predicted = torch.cat([model(c.x_test).argmax(1).cpu() for c in fed.clients])
+    model.train(was_training)
+    return np.bincount(predicted.numpy(), minlength=len(fed.classes))
+
+
 # %% ../../../nbs/95d_protocol_fedcrl.ipynb #d141558c
 @dataclasses.dataclass
 class Protocol:
@@ -217,6 +256,7 @@ class Protocol:
     device: torch.device
     client_workers: int
     progress: bool = False
+    seeds_chosen: bool = False   # the seeds parameter named them (else a column may run its own number, the `seeds` setting)
     _data: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)   # dataset name -> its merged data, or why it is missing
 
     @classmethod
@@ -227,7 +267,7 @@ class Protocol:
         if scale not in SCALES: raise ValueError(f"unknown scale {scale!r}; valid: {', '.join(SCALES)}")
         spec = SCALES[scale]
         rounds = parse_count(rounds, "rounds")
-        seeds = parse_seeds(seeds, spec["seeds"])
+        parse_seeds(seeds, spec["seeds"])
         methods = parse_list(methods, list(METHODS), "method(s)")
         columns = parse_list(columns, list(COLUMNS), "column(s)")
         datasets = parse_list(datasets, PAPER_DATASETS + (["digits"] if spec["stand_in"] else []), "dataset(s)")
@@ -239,7 +279,8 @@ class Protocol:
         results = Path(results_dir) if results_dir is not None else load_settings().results_dir / "papers" / "fedcrl" / scale
         results.mkdir(parents=True, exist_ok=True)
         set_cpu_threads(num_threads, scale)
-        return cls(scale, seeds, rounds, methods, columns, datasets, results, chosen, workers, progress)
+        return cls(scale, parse_seeds(seeds, spec["seeds"]), rounds, methods, columns, datasets, results, chosen, workers, progress,
+                   seeds_chosen=seeds is not None and bool(str(seeds).strip()))
 
     @property
     def stand_in(self) -> str | None: return SCALES[self.scale]["stand_in"]
@@ -250,7 +291,7 @@ class Protocol:
         if self.rounds is not None: out["rounds"] = self.rounds
         return out
 
-    def column_seeds(self, column: str) -> list[int]: return column_seeds(column, self.seeds, self.scale)
+    def column_seeds(self, column: str) -> list[int]: return column_seeds(column, self.seeds, self.scale, chosen=self.seeds_chosen)
 
     def describe(self) -> str:
         "One line on what runs where (and a warning at the smoke scale)."
@@ -267,6 +308,13 @@ def data(self: Protocol, paper_dataset: str):
     if name not in self._data:
         try: self._data[name] = load_dataset(name, split="all")
         except DatasetNotFoundError as error: self._data[name] = f"{skip_reason(error, paper_dataset)} ({str(error).splitlines()[0]})"
+    return self._data[name]
+
+@patch
+def split(self: Protocol, paper_dataset: str, split: str):
+    "The train or test split of `paper_dataset` (the stand-in at smoke), for the columns that test on the whole test split; loaded once."
+    name = f"{self.stand_in or paper_dataset}/{split}"
+    if name not in self._data: self._data[name] = load_dataset(self.stand_in or paper_dataset, split=split)
     return self._data[name]
 
 @patch
@@ -300,12 +348,26 @@ def config(self: Protocol, column: str, label: str, seed: int) -> RunConfig:
     settings, data, spec = self.settings(column), self.data(paper_dataset), SCALES[self.scale]
     key, kwargs = method_settings(label, self.scale)
     scheme, options = column_scheme(column, self.scale, len(np.unique(data.y.numpy())))
-    return RunConfig(dataset=self.stand_in or paper_dataset, data_split="all", per_class=settings["per_class"], partition=scheme,
-                     partition_kwargs=options, num_clients=settings["num_clients"], test_fraction=PERSONALISED_TEST_FRACTION,
+    whole = settings["test"] == "whole"   # the clients share the train split and test on the whole test split (see `federation`)
+    name = f"{self.stand_in or paper_dataset}/train+test-{column}" if whole else f"{data.name}-{column}"
+    return RunConfig(dataset=self.stand_in or paper_dataset, data_split="train" if whole else "all", per_class=settings["per_class"], partition=scheme,
+                     partition_kwargs=options, num_clients=settings["num_clients"], test_fraction=None if whole else PERSONALISED_TEST_FRACTION,
                      model="fedcrl_cnn", model_kwargs=spec["model_kwargs"], algorithm=key, algorithm_kwargs=kwargs,
                      rounds=settings["rounds"], local_epochs=TRAINING["epochs"], batch_size=spec["batch_size"], optimizer=TRAINING["optimizer"],
                      lr=TRAINING["lr"], eval_every=settings["eval_every"], seed=seed, device=str(self.device), results_dir=str(self.results / "runs"),
-                     name=f"{key}_{column}_seed{seed}", federation={"name": f"{data.name}-{column}"})
+                     name=f"{key}_{column}_seed{seed}", federation={"name": name})
+
+@patch
+def federation(self: Protocol, column: str, seed: int) -> FederatedData:
+    "The clients of `column` for `seed`: built from the config alone, or (test 'whole') the train split's clients, each with its `test_shares` of the whole test split."
+    config = self.config(column, self.methods[0], seed)
+    if self.settings(column)["test"] == "split": return build_federated_data(config, device=self.device)
+    train, test = self.split(COLUMNS[column][1], "train"), self.split(COLUMNS[column][1], "test")
+    train = train.subset(column_pool(train.y.numpy(), column, self.scale))
+    parts, note = column_partition(train.y.numpy(), column, self.scale, seed)
+    if note: warnings.warn(note)   # what the split noted, for the table's note
+    shares = test_shares([train.y.numpy()[part] for part in parts], test.y.numpy(), seed=seed)
+    return FederatedData.from_partition(train, parts, test=test, test_partition=shares, seed=seed, device=self.device, name=config.federation["name"])
 
 @patch
 def history_file(self: Protocol, column: str, label: str, seed: int) -> str:
@@ -336,15 +398,16 @@ class Reproduction:
     partition_notes: dict = dataclasses.field(default_factory=dict)         # column -> {what the partition warned of, per seed}
     cpu_seconds: dict = dataclasses.field(default_factory=dict)             # column -> CPU seconds of this process
     representations: dict = dataclasses.field(default_factory=dict)         # method -> {"features": (N, D), "labels": (N,), "clients": (N,)}
+    predictions: dict = dataclasses.field(default_factory=dict)             # global-model method -> (C,) its predictions per class, Figure 4's column
     federations: dict = dataclasses.field(default_factory=dict, repr=False) # (column, seed) -> its clients, built once
     began: float = dataclasses.field(default_factory=time.perf_counter)
 
     def federation(self, column: str, seed: int) -> FederatedData:
-        "The clients of `column` for `seed`, built once from its first method's config (the same for every method), with what the split noted."
+        "The clients of `column` for `seed` (`Protocol.federation`), built once for every method, with what the split noted."
         if (column, seed) not in self.federations:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                fed = build_federated_data(self.protocol.config(column, self.protocol.methods[0], seed), device=self.protocol.device)
+                fed = self.protocol.federation(column, seed)
             note = partition_note(caught)
             if note: self.partition_notes.setdefault(column, set()).add(f"seed {seed}: " + note.replace("partition_dirichlet: ", ""))
             self.federations[column, seed] = fed
@@ -356,6 +419,8 @@ class Reproduction:
         history = runs.run((column, label, seed), config, self.protocol.history_file(column, label, seed), data=self.federation(column, seed), parts=parts)
         if parts and column == REPRESENTATION["column"] and label in REPRESENTATION["methods"] and seed == self.protocol.column_seeds(column)[0]:
             self.representations[label] = client_representations(parts["algorithm"], parts["data"], config.rounds)   # from the final models
+        if parts and column == REPRESENTATION["column"] and label in GLOBAL_METHODS and seed == self.protocol.column_seeds(column)[0]:
+            self.predictions[label] = global_predictions(parts["algorithm"].model, parts["data"])
         return history
 
 @patch
@@ -436,6 +501,34 @@ def ranking(self: Reproduction) -> pd.DataFrame:
     ranking = pd.DataFrame(rows)
     atomic_write_csv(self.protocol.results / "ranking.csv", ranking)
     return ranking
+
+# %% ../../../nbs/95d_protocol_fedcrl.ipynb #13085503
+def chance_accuracies(fed: FederatedData) -> dict:
+    "Two answers that need no training, scored as the tables (%, mean over clients): each client's own commonest training class; the best single class for all."
+    classes = len(fed.classes)
+    own = [(c.y_test.cpu().numpy() == np.bincount(c.y_train.cpu().numpy(), minlength=classes).argmax()).mean() for c in fed.clients]
+    fractions = np.stack([np.bincount(c.y_test.cpu().numpy(), minlength=classes) / max(len(c.y_test), 1) for c in fed.clients])   # (K, C)
+    return {"own commonest class (%)": 100 * float(np.mean(own)), "best single class for all (%)": 100 * float(fractions.mean(0).max())}
+
+@patch
+def chance(self: Reproduction) -> pd.DataFrame:
+    "Per column that ran: both no-training answers (mean over the column's seeds) and the test images per client; chance.csv."
+    rows = []
+    for column in COLUMNS:
+        if self.status[column] is not None or not any(k[0] == column for k in self.histories): continue
+        per_seed = [chance_accuracies(self.federation(column, seed)) | {"test images per client": np.mean([c.num_test_examples for c in self.federation(column, seed).clients])}
+                    for seed in self.protocol.column_seeds(column)]
+        rows.append({"table": COLUMNS[column][0], "column": column, "seeds": len(per_seed), **pd.DataFrame(per_seed).mean().round(2).to_dict()})
+    frame = pd.DataFrame(rows)
+    atomic_write_csv(self.protocol.results / "chance.csv", frame)
+    return frame
+
+@patch
+def global_model_predictions(self: Reproduction) -> pd.DataFrame:
+    "Per global-model method kept: the classes its final model predicts (of >= 1 % of the test images) and the commonest one's share (%)."
+    rows = [{"method": label, "column": REPRESENTATION["column"], "test images": int(counts.sum()), "classes predicted": int((counts >= 0.01 * counts.sum()).sum()),
+             "commonest predicted class": int(counts.argmax()), "its share (%)": round(100 * counts.max() / counts.sum(), 1)} for label, counts in self.predictions.items()]
+    return pd.DataFrame(rows)
 
 # %% ../../../nbs/95d_protocol_fedcrl.ipynb #4a87c585
 @patch
