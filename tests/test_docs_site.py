@@ -3,7 +3,7 @@
 Builds the project's site with the no-Quarto builder (`python -m fedlearn_nb.tools.docs`), serves it on 127.0.0.1 and
 drives Debian's `chromium` through the Chrome DevTools Protocol: the home page loads, every sidebar link resolves,
 an executed chapter's figures are loaded images, a displayed equation is typeset by the MathJax the site ships
-(the browser reaches no other host), every link resolves, and a screenshot is saved (also into $FEDLEARN_SCREENSHOT_DIR when set). Skips when chromium is not installed
+(the browser reaches no other host), and a screenshot is saved (also into $FEDLEARN_SCREENSHOT_DIR when set). Skips when chromium is not installed
 (`apt-get install chromium`; CI's .ci/run installs it).
 """
 import functools
@@ -270,10 +270,7 @@ def test_project_site_in_chromium(project_site, figure_chapter, serve, browser, 
     screenshot = browser.screenshot(tmp_path / "docs_math.png")
     _keep_screenshot(screenshot)
 
-    # every link of the site leads somewhere (and has text), nothing is loaded from another host
-    from fedlearn_nb.tools.docs import check_site_links
-    problems = check_site_links(site)
-    assert problems == [], f"{len(problems)} link problems, e.g.\n" + "\n".join(problems[:20])
+    # (every link of the site leading somewhere is test_links.py's check of this same site, which runs without Chromium too)
 
     # the API reference lists the library and links into the chapters
     browser.open(base + "api.html")
