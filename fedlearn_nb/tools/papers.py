@@ -28,7 +28,7 @@ import torch
 from fastcore.basics import patch
 from IPython.display import display
 
-from ..core import atomic_write_csv, atomic_write_json
+from ..core import atomic_write_csv, atomic_write_json, choose_device, load_settings
 from ..history import History
 from ..experiment import RunConfig, run, run_folder
 from ..reporting import compare_with_paper
@@ -36,8 +36,8 @@ from ..reporting import compare_with_paper
 # %% auto #0
 __all__ = ['DATA_NOT_AVAILABLE', 'parse_list', 'parse_seeds', 'parse_count', 'skip_reason', 'not_run_note', 'slug',
            'config_digest', 'run_name', 'file_label', 'history_file', 'PaperRuns', 'RunRequest', 'client_workers_for',
-           'set_cpu_threads', 'seed_mean_std', 'final_accuracies', 'entry_note', 'beside_paper', 'PaperTables',
-           'show_block', 'paper_cells', 'rank_agreement']
+           'set_cpu_threads', 'PaperProtocol', 'seed_mean_std', 'final_accuracies', 'entry_note', 'beside_paper',
+           'PaperTables', 'show_block', 'paper_cells', 'rank_agreement']
 
 # %% ../../nbs/95_papers.ipynb #289fc7ea
 def _name_key(name: str) -> str: return re.sub(r"[-_\s]", "", str(name).lower())
@@ -203,6 +203,27 @@ def set_cpu_threads(num_threads: int | None, scale: str) -> int:
     if num_threads is not None: torch.set_num_threads(parse_count(num_threads, "num_threads"))
     elif scale != "paper": torch.set_num_threads(1)
     return torch.get_num_threads()
+
+# %% ../../nbs/95_papers.ipynb #36618fe6
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PaperProtocol:
+    "The run fields every paper protocol holds: where results go, the device, progress bars, client processes, torch threads, runs side by side."
+    results: Path
+    device: torch.device
+    progress: bool = False
+    client_workers: int = 1           # processes that train a round's clients (0: one per core)
+    num_threads: int | None = None    # torch CPU threads (None: `set_cpu_threads`' choice for the scale)
+    parallel: int = 1                 # a table's independent runs trained side by side (`PaperRuns.run_all`)
+
+    @staticmethod
+    def run_fields(paper: str, scale: str, results_dir: str | None = None, device: str = "auto", progress: bool = False,
+                   client_workers: int | None = None, num_threads: int | None = None, parallel: int = 1) -> dict:
+        "These fields from a notebook's parameters, each checked (an error names the parameter): pass them on with `**`."
+        if not isinstance(progress, bool): raise ValueError(f"progress must be True or False, got {progress!r}")
+        return dict(results=Path(results_dir) if results_dir else load_settings().results_dir / "papers" / paper / scale,
+                    device=choose_device(device), progress=progress, client_workers=client_workers_for(scale, client_workers),
+                    num_threads=parse_count(num_threads, "num_threads"), parallel=parse_count(parallel, "parallel"))
+
 
 # %% ../../nbs/95_papers.ipynb #97df2cf8
 def seed_mean_std(values: Sequence[float] | pd.DataFrame) -> tuple:

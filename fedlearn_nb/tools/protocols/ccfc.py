@@ -15,7 +15,6 @@ import dataclasses
 import json
 import time
 import warnings
-from pathlib import Path
 from typing import Any, Iterator
 
 import matplotlib.pyplot as plt
@@ -30,14 +29,14 @@ from matplotlib.ticker import MaxNLocator
 from sklearn.manifold import TSNE
 
 from ...clustering import centralised_clustering, clustering_scores, flatten_images, kmeans
-from ...core import atomic_write_csv, atomic_write_json, choose_device, load_settings, read_json, run_metadata
+from ...core import atomic_write_csv, atomic_write_json, read_json, run_metadata
 from ...data import DatasetNotFoundError, dataset_info, load_dataset, subsample_per_class
 from ...engine import set_parameters
 from ...experiment import RunConfig
 from ...metrics import calinski_harabasz, knn_accuracy
 from ...partition import imbalance_ratio, partition_pmix
 from ...reporting import compare_with_paper
-from ..papers import PaperRuns, client_workers_for, parse_count, parse_list, parse_seeds, set_cpu_threads
+from ..papers import PaperProtocol, PaperRuns, parse_count, parse_list, parse_seeds, set_cpu_threads
 
 # %% auto #0
 __all__ = ['SCALES', 'DATASET_SETUP', 'METHODS', 'CENTRALISED', 'FEDERATED', 'SYNTHETIC', 'SECTIONS', 'DATA_NOT_AVAILABLE',
@@ -212,19 +211,14 @@ def history_file_name(label: str, name: str, p: float, disconnection_rate: float
 
 # %% ../../../nbs/95e_protocol_ccfc.ipynb #23ae8578
 @dataclasses.dataclass(frozen=True)
-class Protocol:
-    "The CCFC reproduction a notebook's parameters ask for, checked once: the scale's settings, the selections, where results go."
+class Protocol(PaperProtocol):
+    "The CCFC reproduction a notebook's parameters ask for, checked once: the scale's settings, the selections; where results go (`PaperProtocol`)."
     scale: str
     config: dict            # the scale's settings (SCALES[scale], with `rounds` applied)
     seeds: list
     methods: list           # the selected methods, in METHODS' order of the parameter
     datasets: list          # the selected datasets of the scale
     sections: list          # the selected sections (SECTIONS)
-    results: Path
-    device: torch.device
-    progress: bool = False
-    client_workers: int = 1
-    num_threads: int | None = None
 
     @classmethod
     def from_parameters(cls, scale: str = "smoke", seeds: str = "0", rounds: int | None = None, methods: str | None = None,
@@ -237,11 +231,9 @@ class Protocol:
         if rounds is not None:
             config["ccfc"]["rounds"] = rounds
             config["ccfc"]["pretrain_rounds"] = min(config["ccfc"]["pretrain_rounds"], rounds // 2)
-        if not isinstance(progress, bool): raise ValueError(f"progress must be True or False, got {progress!r}")
         return cls(scale, config, parse_seeds(seeds, "0"), parse_list(methods, METHODS, "method(s)"),
                    parse_list(datasets, config["datasets"], f"dataset(s) for scale {scale!r}"), parse_list(sections, SECTIONS, "section(s)"),
-                   Path(results_dir) if results_dir else load_settings().results_dir / "papers" / "ccfc" / scale, choose_device(device),
-                   progress, client_workers_for(scale, client_workers), parse_count(num_threads, "num_threads"))
+                   **cls.run_fields("ccfc", scale, results_dir, device, progress, client_workers, num_threads))
 
     @property
     def stand_in(self) -> bool: return self.scale == "smoke"

@@ -19,12 +19,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ...core import atomic_write_csv, choose_device, load_settings
+from ...core import atomic_write_csv
 from ...data import DatasetNotFoundError, load_dataset
 from ...experiment import RunConfig, build_federated_data
 from ...partition import partition_grouped_label_sets
 from ...algorithms.cpcfl import CPCFL_METHODS
-from ..papers import client_workers_for, parse_count, parse_list, parse_seeds, set_cpu_threads, skip_reason
+from ..papers import PaperProtocol, parse_count, parse_list, parse_seeds, set_cpu_threads, skip_reason
 
 # %% auto #0
 __all__ = ['SCALES', 'TASKS', 'TITLES', 'GROUPS', 'CLASSES_PER_GROUP', 'SAMPLES_PER_CLASS', 'MAIN_COLUMN', 'TABLE_COLUMNS',
@@ -132,18 +132,13 @@ def scale_config(scale: str, rounds=None, pretrain_epochs=None, pretrain_samples
 
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #dc8c2b58
 @dataclasses.dataclass(frozen=True)
-class Protocol:
-    "The notebook's parameters, checked: the scale's settings with their overrides, the seeds, methods and tasks, where results go."
+class Protocol(PaperProtocol):
+    "The notebook's parameters, checked: the scale's settings with their overrides, the seeds, methods and tasks; where results go (`PaperProtocol`)."
     scale: str
     config: dict                  # the scale's settings (SCALES) with the overrides
     seeds: tuple                  # trial seeds: every one for the main comparison, the first for the other tables
     methods: tuple                # the selected method keys (METHODS)
     tasks: tuple                  # the selected tasks of the scale
-    results: Path
-    device: torch.device
-    progress: bool = False
-    client_workers: int = 1
-    num_threads: int | None = None
 
     @classmethod
     def from_parameters(cls, scale: str = "smoke", seeds: str = "0", rounds=None, methods=None, datasets=None, results_dir=None,
@@ -152,10 +147,9 @@ class Protocol:
         "The protocol of the notebook's parameters (the names and meanings of its parameters cell); a clear error on a bad one."
         config = scale_config(scale, rounds, pretrain_epochs, pretrain_samples, num_clients, image_size)
         all_tasks = list(dict.fromkeys(t for options in config["columns"].values() for t in options))
-        results = Path(results_dir) if results_dir else load_settings().results_dir / "papers" / "cpcfl" / scale
         return cls(scale, config, tuple(parse_seeds(seeds, "0")), tuple(parse_list(methods, METHODS, "method(s)")),
-                   tuple(parse_list(datasets, all_tasks, f"dataset(s) (tasks) for scale {scale!r}")), results, choose_device(device),
-                   bool(progress), client_workers_for(scale, client_workers), parse_count(num_threads, "num_threads"))
+                   tuple(parse_list(datasets, all_tasks, f"dataset(s) (tasks) for scale {scale!r}")),
+                   **cls.run_fields("cpcfl", scale, results_dir, device, progress, client_workers, num_threads))
 
     @property
     def stand_in(self) -> bool: return self.scale == "smoke"
