@@ -10,16 +10,18 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/papers.html.md"""
 # %% ../../nbs/95_papers.ipynb #59d4d538
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import multiprocessing
 import os
 import re
+import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Any, Hashable, Iterator, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -36,8 +38,8 @@ from ..reporting import compare_with_paper
 # %% auto #0
 __all__ = ['DATA_NOT_AVAILABLE', 'parse_list', 'parse_seeds', 'parse_count', 'skip_reason', 'not_run_note', 'slug',
            'config_digest', 'run_name', 'file_label', 'history_file', 'PaperRuns', 'RunRequest', 'client_workers_for',
-           'set_cpu_threads', 'PaperProtocol', 'seed_mean_std', 'final_accuracies', 'entry_note', 'beside_paper',
-           'PaperTables', 'show_block', 'paper_cells', 'rank_agreement']
+           'set_cpu_threads', 'SectionClock', 'PaperProtocol', 'seed_mean_std', 'final_accuracies', 'entry_note',
+           'beside_paper', 'PaperTables', 'show_block', 'paper_cells', 'rank_agreement']
 
 # %% ../../nbs/95_papers.ipynb #289fc7ea
 def _name_key(name: str) -> str: return re.sub(r"[-_\s]", "", str(name).lower())
@@ -203,6 +205,35 @@ def set_cpu_threads(num_threads: int | None, scale: str) -> int:
     if num_threads is not None: torch.set_num_threads(parse_count(num_threads, "num_threads"))
     elif scale != "paper": torch.set_num_threads(1)
     return torch.get_num_threads()
+
+# %% ../../nbs/95_papers.ipynb #bf1624e0
+class SectionClock:
+    "CPU and wall seconds of a notebook's sections: `start(name)` ends the running section and begins `name`; `timed(name)`: one block."
+    def __init__(self, first: str | None = None):
+        self.cpu_seconds: dict[str, float] = {}    # section -> CPU seconds of this process spent in it
+        self.wall_seconds: dict[str, float] = {}   # section -> wall seconds
+        self._running = (first, time.process_time(), time.perf_counter())
+
+    def start(self, name: str | None) -> None:
+        "End the running section (its seconds added to its total) and begin `name` (None: no section runs)."
+        cpu, wall = time.process_time(), time.perf_counter()
+        section, cpu_began, wall_began = self._running
+        if section is not None:
+            self.cpu_seconds[section] = self.cpu_seconds.get(section, 0.0) + cpu - cpu_began
+            self.wall_seconds[section] = self.wall_seconds.get(section, 0.0) + wall - wall_began
+        self._running = (name, cpu, wall)
+
+    @contextlib.contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        "Time the block as section `name`."
+        self.start(name)
+        try: yield
+        finally: self.start(None)
+
+    def table(self, decimals: int = 1) -> dict[str, dict]:
+        "Section -> {cpu_seconds, wall_seconds}, rounded to `decimals`."
+        return {s: dict(cpu_seconds=round(c, decimals), wall_seconds=round(self.wall_seconds[s], decimals)) for s, c in self.cpu_seconds.items()}
+
 
 # %% ../../nbs/95_papers.ipynb #36618fe6
 @dataclasses.dataclass(frozen=True, kw_only=True)

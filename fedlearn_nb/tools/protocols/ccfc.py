@@ -15,7 +15,6 @@ import dataclasses
 import json
 import time
 import warnings
-from typing import Any, Iterator
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -36,7 +35,7 @@ from ...experiment import RunConfig
 from ...metrics import calinski_harabasz, knn_accuracy
 from ...partition import imbalance_ratio, partition_pmix
 from ...reporting import compare_with_paper
-from ..papers import PaperProtocol, PaperRuns, parse_count, parse_list, parse_seeds, set_cpu_threads
+from ..papers import PaperProtocol, PaperRuns, SectionClock, parse_count, parse_list, parse_seeds, set_cpu_threads
 
 # %% auto #0
 __all__ = ['SCALES', 'DATASET_SETUP', 'METHODS', 'CENTRALISED', 'FEDERATED', 'SYNTHETIC', 'SECTIONS', 'DATA_NOT_AVAILABLE',
@@ -331,6 +330,7 @@ class Reproduction:
     def __init__(self, protocol: Protocol):
         self.protocol, self.config, self.results = protocol, protocol.config, protocol.results
         self.started, self.cpu_started = time.perf_counter(), time.process_time()
+        self.clock = SectionClock()        # CPU (and wall) seconds per section
         self.results.mkdir(parents=True, exist_ok=True)
         set_cpu_threads(protocol.num_threads, protocol.scale)
         pd.set_option("display.width", 200); pd.set_option("display.max_columns", 30)
@@ -341,7 +341,7 @@ class Reproduction:
         self.kept: dict = {}               # run key -> (algorithm, model, data) of the runs later sections read
         self.local_models: dict = {}       # run key -> {client id: its last local model} (runs with keep_local_models)
         self.skipped: dict = {}            # dataset -> why it is skipped
-        self.cpu_seconds: dict = {}        # section -> CPU seconds of this process
+        self.cpu_seconds: dict = self.clock.cpu_seconds   # section -> CPU seconds of this process
         self.spaces: dict | None = None    # Table 3's representation spaces, for Figure 4
         self._data: dict = {}
         print(f"scale={protocol.scale}, seeds={protocol.seeds}, device={protocol.device}, methods={protocol.methods}, "
@@ -357,12 +357,9 @@ class Reproduction:
         ccfc_ready = [n for n in self.available if not column_skip_reason(self.config, n, "CCFC")]
         self.first = self.available[0] if "CCFC" not in protocol.methods else (ccfc_ready[0] if ccfc_ready else None)
 
-    @contextlib.contextmanager
-    def timed(self, section: str) -> Iterator[None]:
+    def timed(self, section: str) -> contextlib.AbstractContextManager:
         "Record the CPU seconds of this process spent in the block as `section`'s (one torch thread: independent of the machine's load)."
-        began = time.process_time()
-        try: yield
-        finally: self.cpu_seconds[section] = time.process_time() - began
+        return self.clock.timed(section)
 
     def wants(self, *sections: str) -> bool: return bool(set(sections) & set(self.protocol.sections))
 

@@ -24,7 +24,7 @@ from ...data import DatasetNotFoundError, load_dataset
 from ...experiment import RunConfig, build_federated_data
 from ...partition import partition_grouped_label_sets
 from ...algorithms.cpcfl import CPCFL_METHODS
-from ..papers import PaperProtocol, parse_count, parse_list, parse_seeds, set_cpu_threads, skip_reason
+from ..papers import PaperProtocol, SectionClock, parse_count, parse_list, parse_seeds, set_cpu_threads, skip_reason
 
 # %% auto #0
 __all__ = ['SCALES', 'TASKS', 'TITLES', 'GROUPS', 'CLASSES_PER_GROUP', 'SAMPLES_PER_CLASS', 'MAIN_COLUMN', 'TABLE_COLUMNS',
@@ -199,7 +199,7 @@ class Experiments:
     def __init__(self, protocol: Protocol):
         self.protocol, self.config, self.seeds = protocol, protocol.config, list(protocol.seeds)
         self.results, self.device, self.started = protocol.results, protocol.device, time.perf_counter()
-        self.sections, self._clock = {}, [time.process_time(), time.perf_counter(), "set-up and data"]
+        self.clock = SectionClock("set-up and data")   # CPU and wall seconds per section, in metadata.json
         self._data, self.skipped, self.column_task, self.column_note = {}, {}, {}, {}
         self._pretrained, self._federations, self.runs, self._centralised = {}, {}, {}, {}
         self._choose_tasks()
@@ -244,9 +244,7 @@ class Experiments:
 
     def section(self, name: str | None):
         "Close the running section (CPU and wall seconds since it began, recorded in metadata.json) and start `name`."
-        cpu, wall = time.process_time(), time.perf_counter()
-        self.sections[self._clock[2]] = dict(cpu_seconds=round(cpu - self._clock[0], 1), wall_seconds=round(wall - self._clock[1], 1))
-        self._clock[:] = [cpu, wall, name]
+        self.clock.start(name)
 
     def is_substitute(self, column: str) -> bool:
         "Does a task other than the paper's own stand for this column?"

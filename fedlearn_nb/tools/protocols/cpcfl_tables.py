@@ -572,7 +572,7 @@ def write_metadata(self: Study) -> dict:
     metadata["runs"] = len(self.runs)
     metadata["seconds"] = time.perf_counter() - self.started
     metadata["cpu_seconds"] = time.process_time()
-    metadata["sections"] = {k: v for k, v in self.sections.items() if k is not None}
+    metadata["sections"] = self.clock.table()
     metadata["run_seconds"] = {"/".join(map(str, k)): round(v["seconds"], 2) for k, v in self.runs.items()}
     atomic_write_json(self.results / "metadata.json", metadata)
     display(pd.DataFrame(metadata["sections"]).T)
