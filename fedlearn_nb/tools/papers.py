@@ -182,14 +182,19 @@ def _run_in_worker(index: int) -> float:
     return _cpu_seconds() - began
 
 @patch
-def run_all(self: PaperRuns, requests: Sequence[RunRequest]) -> list[History | None]:
-    "The History of every request, in order; with `parallel` > 1 the runs not kept yet train first in that many processes."
+def train_all(self: PaperRuns, requests: Sequence[RunRequest]) -> None:
+    "With `parallel` > 1: train the requests not kept yet in that many processes, each to its end in its folder (`run` reads it back)."
     pending = list({r.key: r for r in requests if r.key not in self.histories and r.key not in self.failed}.values())
     if self.parallel > 1 and len(pending) > 1:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(min(self.parallel, len(pending)), mp_context=context, initializer=_start_worker,
                                  initargs=(pending, torch.get_num_threads())) as pool:
             for request, seconds in zip(pending, pool.map(_run_in_worker, range(len(pending)))): self.cpu_seconds[request.key] = seconds
+
+@patch
+def run_all(self: PaperRuns, requests: Sequence[RunRequest]) -> list[History | None]:
+    "The History of every request, in order; with `parallel` > 1 the runs not kept yet train first in that many processes (`train_all`)."
+    self.train_all(requests)
     return [self.run(r.key, r.config, r.history_file, may_fail=r.may_fail, **r.options) for r in requests]
 
 # %% ../../nbs/95_papers.ipynb #c1e4a0b2

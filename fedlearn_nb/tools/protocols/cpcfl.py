@@ -24,7 +24,7 @@ from ...data import DatasetNotFoundError, load_dataset
 from ...experiment import RunConfig, build_federated_data
 from ...partition import partition_grouped_label_sets
 from ...algorithms.cpcfl import CPCFL_METHODS
-from ..papers import PaperProtocol, SectionClock, parse_count, parse_list, parse_seeds, set_cpu_threads, skip_reason
+from ..papers import PaperProtocol, RunRequest, SectionClock, parse_count, parse_list, parse_seeds, set_cpu_threads, skip_reason
 
 # %% auto #0
 __all__ = ['SCALES', 'TASKS', 'TITLES', 'GROUPS', 'CLASSES_PER_GROUP', 'SAMPLES_PER_CLASS', 'MAIN_COLUMN', 'TABLE_COLUMNS',
@@ -143,13 +143,13 @@ class Protocol(PaperProtocol):
     @classmethod
     def from_parameters(cls, scale: str = "smoke", seeds: str = "0", rounds=None, methods=None, datasets=None, results_dir=None,
                         device: str = "auto", pretrain_epochs=None, pretrain_samples=None, num_clients=None, image_size=None,
-                        progress: bool = False, client_workers=None, num_threads=None) -> Protocol:
+                        progress: bool = False, client_workers=None, num_threads=None, parallel: int = 1) -> Protocol:
         "The protocol of the notebook's parameters (the names and meanings of its parameters cell); a clear error on a bad one."
         config = scale_config(scale, rounds, pretrain_epochs, pretrain_samples, num_clients, image_size)
         all_tasks = list(dict.fromkeys(t for options in config["columns"].values() for t in options))
         return cls(scale, config, tuple(parse_seeds(seeds, "0")), tuple(parse_list(methods, METHODS, "method(s)")),
                    tuple(parse_list(datasets, all_tasks, f"dataset(s) (tasks) for scale {scale!r}")),
-                   **cls.run_fields("cpcfl", scale, results_dir, device, progress, client_workers, num_threads))
+                   **cls.run_fields("cpcfl", scale, results_dir, device, progress, client_workers, num_threads, parallel))
 
     @property
     def stand_in(self) -> bool: return self.scale == "smoke"
@@ -206,7 +206,8 @@ class Experiments:
         self.results.mkdir(parents=True, exist_ok=True)
         set_cpu_threads(protocol.num_threads, protocol.scale)
         from fedlearn_nb.tools.papers import PaperRuns
-        self.paper_runs = PaperRuns(self.results, progress=protocol.progress, client_workers=protocol.client_workers)  # every run through run(config)
+        self.paper_runs = PaperRuns(self.results, progress=protocol.progress, client_workers=protocol.client_workers,  # every run through run(config)
+                                    parallel=protocol.parallel)
         self.main_task = self.column_task.get(MAIN_COLUMN)
         if self.main_task is None: print("No task stands in for STL-10 to STL-10: the tables built on it are left empty, with the reason.")
 
@@ -311,6 +312,23 @@ def federation(self: Experiments, config: RunConfig):
     if key not in self._federations: self._federations[key] = build_federated_data(config, device=self.device)
     return self._federations[key]
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #f5108c97
+@patch
+def request(self: Experiments, task: str, method: str, seed: int, N: int = 3, head: int = 0, encoder_epochs=None, global_encoder=False,
+            encoder: str = "cnn", clients=None, total=None) -> RunRequest:
+    "One run's key (`experiment`'s arguments, clients and rounds filled in), config and clients; its encoder pre-trained first (IFCA (FedAvg)'s: its FedAvg run's)."
+    clients, total = clients or self.config["num_clients"], total or self.config["rounds"]
+    spec = CPCFL_METHODS[method]
+    if spec.pretraining == "fedavg":   # saved by `experiment` of the FedAvg (None) run
+        path = self.results / "encoders" / f"fedavg-{task}-{run_slug('fedavg', self.config, head=head, encoder=encoder, clients=clients, total=total)}-seed{seed}.pt"
+    else: path = self.pretrained(task, spec.pretraining, encoder) if spec.pretraining is not None else None
+    name = run_slug(method, self.config, N, head, encoder_epochs, global_encoder, encoder, clients, total)
+    options = {k: v for k, v in dict(encoder_epochs=encoder_epochs, global_encoder=global_encoder or None).items() if v is not None}
+    algorithm, settings = method_settings(method, N, min(self.protocol.exploration_rounds, total - 1), path, **options)
+    config = self.run_config(task, seed, clients, total, f"{name}-seed{seed}", algorithm, settings, head, encoder)
+    return RunRequest((task, method, seed, N, head, encoder_epochs, global_encoder, encoder, clients, total), config, options=dict(data=self.federation(config)))
+
+
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #813ef980
 @patch
 def experiment(self: Experiments, task: str, method: str, seed: int, N: int = 3, head: int = 0, encoder_epochs=None, global_encoder=False,
@@ -320,16 +338,11 @@ def experiment(self: Experiments, task: str, method: str, seed: int, N: int = 3,
     key = (task, method, seed, N, head, encoder_epochs, global_encoder, encoder, clients, total)
     if key in self.runs: return self.runs[key]
     spec, encoders = CPCFL_METHODS[method], self.results / "encoders"
-    if spec.pretraining == "fedavg":
-        self.experiment(task, "fedavg", seed, head=head, encoder=encoder, clients=clients, total=total)
-        path = encoders / f"fedavg-{task}-{run_slug('fedavg', self.config, head=head, encoder=encoder, clients=clients, total=total)}-seed{seed}.pt"
-    else: path = self.pretrained(task, spec.pretraining, encoder) if spec.pretraining is not None else None
+    if spec.pretraining == "fedavg": self.experiment(task, "fedavg", seed, head=head, encoder=encoder, clients=clients, total=total)
     name = run_slug(method, self.config, N, head, encoder_epochs, global_encoder, encoder, clients, total)
-    options = {k: v for k, v in dict(encoder_epochs=encoder_epochs, global_encoder=global_encoder or None).items() if v is not None}
+    request = self.request(task, method, seed, N, head, encoder_epochs, global_encoder, encoder, clients, total)
     began, parts = time.perf_counter(), {}
-    algorithm, settings = method_settings(method, N, min(self.protocol.exploration_rounds, total - 1), path, **options)
-    config = self.run_config(task, seed, clients, total, f"{name}-seed{seed}", algorithm, settings, head, encoder)
-    history = self.paper_runs.run(key, config, data=self.federation(config), parts=parts)
+    history = self.paper_runs.run(key, request.config, parts=parts, **request.options)
     algorithm = parts["algorithm"]
     labels, probabilities, _ = client_predictions(algorithm)          # now, while the clients hold this run's cluster identities
     model_bytes = sum(v.numel() * v.element_size() for v in algorithm.model.state_dict().values())
@@ -354,6 +367,18 @@ def centralised(self: Experiments, task: str, seed: int, by_group: bool) -> dict
                                  encoder_path=str(self.pretrained(task, "simclr")))
         self._centralised[key] = dict(frame=self.paper_runs.run(("centralised", *key), config, data=self.federation(config)).to_frame())
     return self._centralised[key]
+
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #9cf158ab
+@patch
+def prepare(self: Experiments, calls: Sequence[dict]) -> None:
+    "With `parallel` > 1: train the runs `calls` name (each a dict of `experiment`'s arguments) side by side, to be read back by `experiment`."
+    if self.protocol.parallel <= 1: return
+    later = [c for c in calls if CPCFL_METHODS[c["method"]].pretraining == "fedavg"]
+    fedavg = [dict(task=c["task"], method="fedavg", seed=c["seed"], **{k: c[k] for k in ("head", "encoder", "clients", "total") if k in c}) for c in later]
+    self.paper_runs.train_all([self.request(**c) for c in [c for c in calls if c not in later] + fedavg])
+    for c in fedavg: self.experiment(**c)   # read back: its encoder saved for the IFCA (FedAvg) run
+    self.paper_runs.train_all([self.request(**c) for c in later])
+
 
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #1bd6717b
 from ...algorithms.cpcfl import cpcfl_model

@@ -183,6 +183,7 @@ def main_accuracy(self: Study) -> tuple:
     ours, spread, notes, values = blank_like(paper), blank_like(paper), {}, {}
     if self.main_task is None: return ours, spread, {label: self.column_note[MAIN_COLUMN] for label in paper.index}
     marks = checkpoints(self.config["rounds"])
+    self.prepare([dict(task=self.main_task, method=m, seed=seed) for seed in self.seeds for m in MAIN if self.protocol.wanted(m)])
     for seed in self.seeds:                       # seed by seed: the first seed's table is complete first
         for method in MAIN:
             if self.protocol.wanted(method): values.setdefault(method, []).append([at_round(self.experiment(self.main_task, method, seed), r) for r in marks.values()])
@@ -332,6 +333,8 @@ def table_5(self: Study) -> tuple:
     scale, seed, paper = self.protocol.scale, self.seeds[0], PAPER[5]
     methods = self.config["table5_methods"] or BASELINES
     ours, notes, relevance = blank_like(paper), {}, {}
+    self.prepare([dict(task=self.column_task[c], method=m, seed=seed) for c in paper.columns if c in self.column_task
+                  for m in BASELINES if m in methods and self.protocol.wanted(m)])
     for column in paper.columns:
         task = self.column_task.get(column)
         if task is None:
@@ -440,6 +443,10 @@ def table_10(self: Study) -> pd.DataFrame:
     self.section("Table 10 and Figure 7 (number of clients; first seed)")
     scale, seed = self.protocol.scale, self.seeds[0]
     ours, notes, curves = blank_like(PAPER[10]), {}, {}
+    if self.main_task is not None:
+        self.prepare([dict(task=self.main_task, method=m, seed=seed, clients=self.config["client_counts"][count], total=self.rounds_10(count))
+                      for count in PAPER[10].columns.levels[0] if self.config["client_counts"].get(count) is not None
+                      for m in BASELINES if m in ((self.config["table10_methods"] or {}).get(count) or BASELINES) and self.protocol.wanted(m)])
     for count in PAPER[10].columns.levels[0]:
         clients = self.config["client_counts"].get(count)
         methods = (self.config["table10_methods"] or {}).get(count) or BASELINES
@@ -467,6 +474,8 @@ def table_10(self: Study) -> pd.DataFrame:
 def trial_table(self: Study, number, value_of: Callable, encoder: str = "cnn", head: int = 0, note: str | None = None) -> pd.DataFrame:
     "A table of one value per trial (seed) of the five baselines, with their mean and population SD; `note`: why it is not run."
     ours, notes = blank_like(PAPER[number]), {}
+    if not note and self.main_task is not None:
+        self.prepare([dict(task=self.main_task, method=m, seed=seed, head=head, encoder=encoder) for m in BASELINES if self.protocol.wanted(m) for seed in self.seeds])
     for method in BASELINES:
         row = LABELS[method]
         if note: notes[row] = note; continue
