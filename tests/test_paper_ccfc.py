@@ -151,6 +151,7 @@ def test_runs_side_by_side_give_the_same_tables(smoke, tmp_path):
                                                                 results_dir=str(tmp_path), device="cpu", parallel=2))
         study.tables_1_2()
         study.figure_7()
+        study.finish()                        # scores.csv: every run
     finally: torch.set_num_threads(threads)   # the study set this process's threads as the notebook's kernel does
     assert study.protocol.parallel == 2 and len(study.runs.cpu_seconds) == 5 * 2 + 1 and all(s > 0 for s in study.runs.cpu_seconds.values())
     key = ["method", "dataset", "p", "seed", "disconnection_rate"]
