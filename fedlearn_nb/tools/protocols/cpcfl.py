@@ -30,7 +30,7 @@ from ..papers import PaperProtocol, RunRequest, SectionClock, parse_count, parse
 __all__ = ['SCALES', 'TASKS', 'TITLES', 'GROUPS', 'CLASSES_PER_GROUP', 'SAMPLES_PER_CLASS', 'MAIN_COLUMN', 'TABLE_COLUMNS',
            'PAPER_CLIENT_COUNTS', 'METHODS', 'LABELS', 'MAIN', 'BASELINES', 'task_title', 'client_partition',
            'federation_setups', 'scale_config', 'Protocol', 'checkpoints', 'run_slug', 'final', 'best', 'at_round',
-           'Experiments']
+           'Experiments', 'task_run_config']
 
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #89b7f98c
 SCALES = {
@@ -291,16 +291,22 @@ def pretrained(self: Experiments, task: str, method: str, encoder: str = "cnn") 
     return self._pretrained[key]
 
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #d93c6c81
+def task_run_config(protocol: Protocol, task: str, seed: int, clients: int, total: int, name: str, algorithm: str = "local",
+                    algorithm_kwargs=None, head: int = 0, encoder: str = "cnn", **options) -> RunConfig:
+    "The RunConfig of one run on `task`'s clients (CP-CFL's grouped label sets, encoder-ready images) in the folder runs/<task>/<name>."
+    config = protocol.config
+    return RunConfig(dataset=TASKS[task][2], partition="grouped_label_sets", num_clients=clients,
+                     partition_kwargs=dict(num_groups=GROUPS, classes_per_group=CLASSES_PER_GROUP, samples_per_class=list(SAMPLES_PER_CLASS)),
+                     encoder_input={"image_size": config["image_size"]}, federation={"name": f"{task} ({clients} clients)"},
+                     model="cpcfl_cnn", model_kwargs=dict(padding=config["padding"], head_depth=head, encoder=encoder),
+                     algorithm=algorithm, algorithm_kwargs=algorithm_kwargs or {}, rounds=total, **protocol.training, seed=seed,
+                     device=str(protocol.device), results_dir=str(protocol.results / "runs" / task), name=name, **options)
+
 @patch
 def run_config(self: Experiments, task: str, seed: int, clients: int, total: int, name: str, algorithm: str = "local", algorithm_kwargs=None,
                head: int = 0, encoder: str = "cnn", **options) -> RunConfig:
-    "The RunConfig of one run on `task`'s clients (CP-CFL's grouped label sets, encoder-ready images) in the folder runs/<task>/<name>."
-    return RunConfig(dataset=TASKS[task][2], partition="grouped_label_sets", num_clients=clients,
-                     partition_kwargs=dict(num_groups=GROUPS, classes_per_group=CLASSES_PER_GROUP, samples_per_class=list(SAMPLES_PER_CLASS)),
-                     encoder_input={"image_size": self.config["image_size"]}, federation={"name": f"{task} ({clients} clients)"},
-                     model="cpcfl_cnn", model_kwargs=dict(padding=self.config["padding"], head_depth=head, encoder=encoder),
-                     algorithm=algorithm, algorithm_kwargs=algorithm_kwargs or {}, rounds=total, **self.protocol.training, seed=seed,
-                     device=str(self.device), results_dir=str(self.results / "runs" / task), name=name, **options)
+    "`task_run_config` of this protocol (the cost meter builds a paper-scale run with the same function)."
+    return task_run_config(self.protocol, task, seed, clients, total, name, algorithm, algorithm_kwargs, head, encoder, **options)
 
 _FEDERATION_FIELDS = ("dataset", "data_kwargs", "partition", "partition_kwargs", "num_clients", "clients_per_domain", "test_fraction", "seed",
                       "data_split", "per_class", "encoder_input", "pooled", "federation")
