@@ -119,3 +119,17 @@ def test_a_partial_copy_of_the_real_data_is_scaled_to_the_papers_size():
     timing = dict(label="cifar10", data="real", train_images=20000, evaluated_images=20000, fit_seconds=2.0, eval_seconds=1.0, how="measured")
     projected = cost.project(cost.Table("ccfc", "t", [column], ("CCFC",), (0,), "CCFC"), [timing])
     assert projected["seconds"] == 5 * 130 * (2.0 * 3 + 1.0 * 3)
+
+
+def test_the_meter_reads_the_protocol_modules():
+    "Each declared column is its protocol module's paper-scale run (its own config builder where one works without the data), and says so."
+    from fedlearn_nb.tools.protocols import ccfc, cpcfl, fedplcc
+    for paper in cost.PAPER_TABLES:
+        sources = [t.source for t in cost.tables_for(paper)]
+        assert sources[0].startswith(f"fedlearn_nb.tools.protocols.{paper} SCALES['paper']") and not any("papers/" in s for s in sources), paper
+    assert cost.tables_for("ccfc")[0].columns[0].config == ccfc.method_config(ccfc.Protocol.from_parameters("paper", device="cpu"), "CCFC", "mnist", 0.0, 0)
+    column = cost.tables_for("cpcfl")[0].columns[0]
+    assert (column.config.rounds, column.config.encoder_input) == (cpcfl.SCALES["paper"]["rounds"], {"image_size": cpcfl.SCALES["paper"]["image_size"]})
+    assert column.timing_config().algorithm_kwargs == {**column.config.algorithm_kwargs, "exploration_rounds": 0, "init": "random", "encoder_path": None}
+    rounds = [fedplcc.SCALES["paper"]["datasets"][name]["rounds"] for name in ("digit5", "office10", "domainnet10")]
+    assert [t.columns[0].config.rounds for t in cost.tables_for("fedplcc")] == rounds

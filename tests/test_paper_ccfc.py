@@ -139,3 +139,27 @@ def test_the_notebook_checks_its_parameters_first(tmp_path):
         papermill.execute_notebook(str(NOTEBOOK), str(tmp_path / "bad.ipynb"), parameters=dict(methods="CCFC,DEC", results_dir=str(tmp_path / "results")),
                                    kernel_name="python3", language="python", cwd=str(ROOT), progress_bar=False)
     assert not (tmp_path / "results").exists()
+
+
+def test_runs_side_by_side_give_the_same_tables(smoke, tmp_path):
+    """parallel=2: the k-FED and CCFC runs of Tables 1-2 and Figure 7 train in two processes first, then each is read back from
+    its folder: the same scores, histories and Figure 7 as the notebook's, run one after another."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    try:
+        study = ccfc.Reproduction(ccfc.Protocol.from_parameters(scale="smoke", methods="k-FED,CCFC", sections="tables_1_2,figure_7",
+                                                                results_dir=str(tmp_path), device="cpu", parallel=2))
+        study.tables_1_2()
+        study.figure_7()
+        study.finish()                        # scores.csv: every run
+    finally: torch.set_num_threads(threads)   # the study set this process's threads as the notebook's kernel does
+    assert study.protocol.parallel == 2 and len(study.runs.cpu_seconds) == 5 * 2 + 1 and all(s > 0 for s in study.runs.cpu_seconds.values())
+    key = ["method", "dataset", "p", "seed", "disconnection_rate"]
+    ours, sequential = read(tmp_path, "scores.csv"), read(smoke, "scores.csv")
+    assert len(ours) == 11 and set(ours.method) == {"k-FED", "CCFC", "CCFC [lambda=1]"}
+    pd.testing.assert_frame_equal(ours, ours[key].merge(sequential, on=key, how="left")[ours.columns])
+    histories = sorted(tmp_path.glob("history_*.csv"))
+    assert len(histories) == 11
+    for history in histories:
+        pd.testing.assert_frame_equal(read(tmp_path, history.name).drop(columns="seconds"), read(smoke, history.name).drop(columns="seconds"))
+    pd.testing.assert_frame_equal(read(tmp_path, "figure_7.csv"), read(smoke, "figure_7.csv"))

@@ -117,7 +117,8 @@ def test_bad_parameters_name_the_valid_ones(tmp_path):
 
 def test_a_run_with_none_of_its_data_fails_loudly(tmp_path, monkeypatch):
     "No data of the scale on disk: a clear error (so `fedlearn-repro` exits non-zero) before any run, not empty tables."
-    from fedlearn_nb.tools.protocols.cpcfl import Protocol, Study
+    from fedlearn_nb.tools.protocols.cpcfl import Protocol
+    from fedlearn_nb.tools.protocols.cpcfl_tables import Study
     empty = tmp_path / "no_data"
     empty.mkdir()
     monkeypatch.setenv("FEDLEARN_DATA_ROOT", str(empty))
@@ -136,3 +137,33 @@ def test_the_notebook_declares_and_shows_its_tables_only():
     for method in ("table_3", "table_4", "table_5", "tables_6_and_A13", "table_7", "table_8", "table_9", "table_10", "trial_tables",
                    "resnet_tables", "table_E22", "tables_1_and_2", "figure_3", "figure_4", "figure_5", "encoder_choice", "write_metadata"):
         assert sum(f"study.{method}()" in source for source in code) == 1, method
+
+
+def test_the_runner_finds_the_scales_in_the_protocol_module():
+    "The notebook imports the protocol (SCALES) and the tables module (Study): the runner's scale lookup reads the protocol's SCALES."
+    from fedlearn_nb.tools.planning import notebook_protocols, notebook_scales
+    assert notebook_protocols(NOTEBOOK) == ["cpcfl", "cpcfl_tables"]
+    assert notebook_scales(NOTEBOOK) == ("smoke", "quick", "paper")
+
+
+def test_runs_side_by_side_give_the_same_tables(smoke, tmp_path):
+    """parallel=2: Table 3's FedAvg (None), IFCA (None) and IFCA (FedAvg) runs train in two processes first (FedAvg before the IFCA
+    run that starts from its encoder), then each is read back: the same histories and Tables 3 and 4 as the notebook's."""
+    import torch
+    from fedlearn_nb.tools.protocols.cpcfl import Protocol
+    from fedlearn_nb.tools.protocols.cpcfl_tables import Study
+    threads = torch.get_num_threads()
+    try:
+        study = Study(Protocol.from_parameters(scale="smoke", methods="fedavg,ifca,ifca-fedavg", results_dir=str(tmp_path), parallel=2))
+        study.table_3()
+        study.table_4()                                       # its F1 and AUROC: the clients' predictions of each run read back
+    finally: torch.set_num_threads(threads)
+    assert study.protocol.parallel == 2 and len(study.paper_runs.cpu_seconds) == 3 and all(s > 0 for s in study.paper_runs.cpu_seconds.values())
+    for method in ("fedavg", "ifca", "ifca-fedavg"):
+        name = f"history_{method}_digits-to-digits_seed0.csv"
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / name), pd.read_csv(smoke / name))
+    for number in (3, 4):
+        ours, sequential = (pd.read_csv(folder / f"table_{number}.csv") for folder in (tmp_path, smoke))
+        ran = ours[ours.ours.notna()]
+        assert set(ran.method) == {"FedAvg (None)", "IFCA (None)", "IFCA (FedAvg)"}
+        pd.testing.assert_frame_equal(ran.reset_index(drop=True), sequential.loc[ran.index].reset_index(drop=True))

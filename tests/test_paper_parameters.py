@@ -49,7 +49,7 @@ def test_every_parameter_has_a_type_papermill_shows(paper):
 def test_parallel_reaches_the_notebooks_that_run_side_by_side(tmp_path):
     "fedlearn-repro run <paper> --parallel N sets the notebook parameter `parallel` (an int); a notebook without it is refused by name."
     from fedlearn_nb.tools.runner import main, plan_runs
-    for paper in ("fedccl", "fedplcc", "benchmark"):
+    for paper in ("fedccl", "fedplcc", "benchmark", "ccfc", "cpcfl"):
         plan, = plan_runs(paper, "smoke", [("parallel", "2")], tmp_path, ROOT / "papers")
         assert plan.parameters["parallel"] == 2, paper
     assert main(["--papers-dir", str(ROOT / "papers"), "run", "fedcrl", "--parallel", "2", "--dry-run"]) == 2

@@ -129,11 +129,11 @@ def test_client_partition_is_the_builders_draw():
         assert [c.domain for c in fed] == [f"group {g}" for g in partition.groups]
 
 def test_every_run_gets_its_clients_from_its_config(tmp_path):
-    "A study's run config describes the clients `client_partition` draws: same groups, same labels in the same order, named after the task."
+    "A run config of the protocol's `Experiments` describes the clients `client_partition` draws: same groups, same labels in the same order, named after the task."
     import torch
     threads = torch.get_num_threads()
-    try: study = protocol.Study(protocol.Protocol.from_parameters("smoke", results_dir=str(tmp_path)))
-    finally: torch.set_num_threads(threads)                                               # a study sets the notebook's threads: not this test's
+    try: study = protocol.Experiments(protocol.Protocol.from_parameters("smoke", results_dir=str(tmp_path)))
+    finally: torch.set_num_threads(threads)                                               # it sets the notebook's threads: not this test's
     train, test, _ = study.task_data("digits-to-digits")
     for clients, seed in ((6, 0), (3, 2)):
         config = study.run_config("digits-to-digits", seed, clients, 2, "example", "ifca", dict(num_clusters=3))

@@ -154,99 +154,114 @@ def merged(shape: DataShape) -> DataShape:
     return replace(shape, train=shape.train + shape.test, test=0, source=shape.source + " (train + test merged)")
 
 def _ccfc_tables() -> list[Table]:
-    "CCFC Tables 1-2 (NMI and Kappa of the same runs): 4 datasets x 5 values of p, 10 clients, 100 SimSiam + 30 CCFC rounds."
-    columns = []
-    for name, shape, lambda_, latent, backbone in (("mnist", MNIST, 0.001, 256, None), ("fashion_mnist", FASHION_MNIST, 1.0, 64, None),
-                                                   ("cifar10", CIFAR10, 0.1, 256, "resnet18"), ("stl10", STL10, 0.1, 256, "resnet18")):
-        config = RunConfig(dataset=name, data_split="all", partition="pmix", partition_kwargs={"p": 0.0}, num_clients=10, seed=0,
-                           optimizer="adam", lr=1e-3, batch_size=128, local_epochs=1, rounds=130, algorithm="ccfc",
-                           algorithm_kwargs=dict(pretrain_rounds=100, kmeans_n_init=10, persistent_optimizer=True, self_pairs=True,
-                                                 regulariser_weighting="batch", lambda_=lambda_),
-                           model="ccfc_simsiam", model_kwargs={"latent_dim": latent, **({"backbone": backbone} if backbone else {})}, model_seed=0)
-        columns.append(Column(name, config, merged(shape), variants=5, timed_as={"pretrain_rounds": 0}, whole_dataset=True,
-                              note="timed on CCFC rounds (k-means every round), charged for the 100 SimSiam rounds too: an upper bound"))
+    "CCFC Tables 1-2 (NMI and Kappa of the same runs): every dataset x every p of the protocol's paper scale, CCFC's run as the notebook builds it."
+    from fedlearn_nb.tools.protocols import ccfc
+    protocol = ccfc.Protocol.from_parameters("paper", device="cpu")
+    shapes, scale, training = {"mnist": MNIST, "fashion_mnist": FASHION_MNIST, "cifar10": CIFAR10, "stl10": STL10}, protocol.config, protocol.config["training"]
+    rounds, pretrain = scale["ccfc"]["rounds"], scale["ccfc"]["pretrain_rounds"]
+    columns = [Column(name, ccfc.method_config(protocol, "CCFC", name, 0.0, 0), merged(shapes[name]), variants=len(scale["p_values"]),
+                      timed_as={"pretrain_rounds": 0}, whole_dataset=True,
+                      note=f"timed on CCFC rounds (k-means every round), charged for the {pretrain} SimSiam rounds too: an upper bound")
+               for name in scale["datasets"]]
     return [Table("ccfc", "Tables 1-2", columns, ("CCFC",), (0,), "CCFC",
-                  "papers/ccfc.ipynb SCALES['paper'] and shared/specs/ccfc.md §3 (authors' code: batch 128, 1 local epoch, 100 + 30 rounds, "
-                  "Adam 1e-3); one run per cell. The one-shot baselines (k-FED, FFCM, SDA-FC, PPFC-GAN) are not projected")]
+                  f"fedlearn_nb.tools.protocols.ccfc SCALES['paper'] and method_config (shared/specs/ccfc.md §3, authors' code): batch "
+                  f"{training['batch_size']}, {training['epochs']} local epoch, {pretrain} + {rounds - pretrain} rounds, {training['optimizer']} "
+                  f"{training['lr']:g}; one run per cell. The one-shot baselines (k-FED, FFCM, SDA-FC, PPFC-GAN) are not projected")]
 
 FEDCCL_METHODS = ("FedAvg", "FedProc", "FedPCL", "FedProto", "FPL", "FedCCL")
 
 # %% ../../nbs/97_cost.ipynb #fd5b00d2
 def _fedccl_tables() -> list[Table]:
     "FedCCL Tables 1-2 (Digit-5, Office-10; balanced and imbalanced), 3 (DomainNet) and 4 (intra-domain Dirichlet)."
-    inter = dict(partition="domains", optimizer="adam", lr=1e-3, batch_size=64, local_epochs=1, rounds=60, model="fedccl_cnn5",
-                 algorithm="fedccl", seed=0)
-    def inter_column(label, dataset, domains, shape):
-        config = RunConfig(dataset=dataset, data_kwargs={"train_per_class": 10, "test_per_class": 200}, num_clients=domains, **inter)
+    from fedlearn_nb.tools.protocols import fedccl
+    protocol = fedccl.FedCCLProtocol(scale="paper", device="cpu")
+    inter, seeds = protocol.config["inter"], tuple(protocol.seed_list)
+    train, test = inter["samples_per_class"], inter["test_per_class"]
+    settings = dict(partition="domains", optimizer=inter["optimizer"], lr=inter["lr"], momentum=inter["momentum"], batch_size=inter["batch_size"],
+                    local_epochs=inter["local_epochs"], rounds=inter["rounds"], model=inter["model"], algorithm="fedccl", seed=0)
+    def inter_column(label, dataset, domains, size):   # the inter-domain builder reads the domains' labels: the settings, here without them
+        config = RunConfig(dataset=dataset, data_kwargs={"train_per_class": train, "test_per_class": test}, num_clients=domains, **settings)
+        shape = DataShape(domains * 10 * train, domains * 10 * test, 3, size, 10, f"{domains} domains x {train} per class (train), up to {test} per class (test)")
         return Column(label, config, shape, variants=2, note="balanced and imbalanced splits cost the same")
+    inter_source = (f"fedlearn_nb.tools.protocols.fedccl SCALES['paper']['inter']: {inter['rounds']} rounds, {inter['optimizer']} {inter['lr']:g}, "
+                    f"batch {inter['batch_size']}, {inter['local_epochs']} epoch, {train} images per class and client")
     inter_tables = [
-        Table("fedccl", "Tables 1-2", [inter_column("Digit-5", "digit5", 5, DataShape(5 * 100, 5 * 2000, 3, 32, 10, "5 domains x 10 per class (train), 200 per class (test)")),
-                                       inter_column("Office-10", "office10", 4, DataShape(4 * 100, 4 * 2000, 3, 64, 10, "4 domains x 10 per class (train), up to 200 per class (test)"))],
-              FEDCCL_METHODS, (0, 1, 2), "FedCCL", "papers/fedccl.ipynb SCALES['paper']['inter']: 60 rounds, Adam 1e-3, batch 64, 1 epoch, 10 images per class and client"),
-        Table("fedccl", "Table 3", [inter_column("DomainNet", "domainnet10", 6, DataShape(6 * 100, 6 * 2000, 3, 64, 10, "6 domains x 10 per class (train), 200 per class (test)"))],
-              FEDCCL_METHODS, (0, 1, 2), "FedCCL", "as Tables 1-2, on DomainNet (10 classes)")]
-    intra = []
-    for name, shape, alpha, epochs, model in (("mnist", MNIST, 0.05, 1, "fedccl_cnn4"), ("fashion_mnist", FASHION_MNIST, 0.05, 1, "fedccl_cnn4"),
-                                              ("cifar10", CIFAR10, 0.5, 5, "fedccl_cnn5")):
-        config = RunConfig(dataset=name, partition="dirichlet", partition_kwargs={"alpha": alpha}, num_clients=10, model=model, algorithm="fedccl",
-                           rounds=100, local_epochs=epochs, batch_size=64, optimizer="sgd", lr=0.01, momentum=0.9, seed=0)
-        intra.append(Column(name, config, shape, whole_dataset=True))
-    return inter_tables + [Table("fedccl", "Table 4", intra, FEDCCL_METHODS, (0, 1, 2), "FedCCL",
-                                 "papers/fedccl.ipynb SCALES['paper']['intra'] and INTRA: 10 clients, 100 rounds, SGD 0.01 momentum 0.9, batch 64, "
-                                 "1 local epoch (CIFAR-10: 5), Dirichlet 0.05 (CIFAR-10: 0.5)")]
+        Table("fedccl", "Tables 1-2", [inter_column("Digit-5", "digit5", 5, 32), inter_column("Office-10", "office10", 4, 64)],
+              FEDCCL_METHODS, seeds, "FedCCL", inter_source),
+        Table("fedccl", "Table 3", [inter_column("DomainNet", "domainnet10", 6, 64)], FEDCCL_METHODS, seeds, "FedCCL", "as Tables 1-2, on DomainNet (10 classes)")]
+    shapes = {"mnist": MNIST, "fashion_mnist": FASHION_MNIST, "cifar10": CIFAR10}
+    intra = [Column(name, protocol.method_config("FedCCL", name, fedccl.INTRA[name]["alpha"], 0), shapes[name], whole_dataset=True)
+             for name in protocol.config["intra_datasets"]]
+    within = protocol.config["intra"]
+    return inter_tables + [Table("fedccl", "Table 4", intra, FEDCCL_METHODS, seeds, "FedCCL",
+                                 f"fedlearn_nb.tools.protocols.fedccl SCALES['paper']['intra'], INTRA and method_config: {within['num_clients']} clients, "
+                                 f"{within['rounds']} rounds, {within['optimizer']} {within['lr']:g} momentum {within['momentum']:g}, batch {within['batch_size']}, "
+                                 + ", ".join(f"{name}: {fedccl.INTRA[name]['local_epochs']} local epoch(s), Dirichlet {fedccl.INTRA[name]['alpha']:g}"
+                                             for name in protocol.config["intra_datasets"]))]
 
 FEDPLCC_METHODS = ("FedAvg", "MOON", "FedProx", "FedProto", "FPL", "FCCL+", "FedPLVM", "FedPLCC")
+
 
 # %% ../../nbs/97_cost.ipynb #9f5d5aef
 def _fedplcc_tables() -> list[Table]:
     "FedPLCC Tables II-IV: Digit-5, Office-10, DomainNet; one client per domain, ResNet-10, 10 local epochs, batch 32."
+    import tempfile
+    from fedlearn_nb.tools.protocols import fedplcc
     tables = []
-    for number, label, dataset, domains, size, per_class, rounds, test in (
-            ("II", "Digit-5", "digit5", 5, 64, 30, 50, 50000), ("III", "Office-10", "office10", 4, 64, 30, 100, 500),
-            ("IV", "DomainNet", "domainnet10", 6, 256, 40, 50, 6000)):
-        config = RunConfig(dataset=dataset, partition="domains", data_kwargs={"image_size": size, "train_per_class": per_class}, num_clients=domains,
-                           model="resnet10", algorithm="fedplcc", rounds=rounds, local_epochs=10, batch_size=32, optimizer="sgd", lr=0.01,
-                           momentum=0.9, weight_decay=1e-5, seed=0)
-        shape = DataShape(domains * 10 * per_class, test, 3, size, 10, f"{domains} domains x {per_class} per class (train); every test image of "
-                          f"each domain (about {test:,} in all: an estimate)")
-        tables.append(Table("fedplcc", f"Table {number}", [Column(label, config, shape)], FEDPLCC_METHODS, (0, 1, 2), "FedPLCC",
-                            "papers/fedplcc.ipynb SCALES['paper'] and shared/specs/fedplcc.md §3: T = 50 / 100 / 50, E = 10, batch 32, "
-                            "SGD 0.01 momentum 0.9, weight decay 1e-5"))
+    with tempfile.TemporaryDirectory() as folder:   # the protocol makes its results folder; nothing is written there
+        protocol = fedplcc.FedPLCCProtocol.from_parameters(scale="paper", device="cpu", results_dir=folder, ablations=False, sweeps="none")
+        scale = protocol.config
+        for number, label, dataset, domains, test in (("II", "Digit-5", "digit5", 5, 50000), ("III", "Office-10", "office10", 4, 500),
+                                                      ("IV", "DomainNet", "domainnet10", 6, 6000)):
+            settings = scale["datasets"][dataset]
+            config = replace(protocol.run_config(dataset, 0, *fedplcc.method_arguments("FedPLCC", scale, dataset)), num_clients=domains)  # one per domain
+            shape = DataShape(domains * 10 * settings["train_per_class"], test, 3, settings["image_size"], 10, f"{domains} domains x "
+                              f"{settings['train_per_class']} per class (train); every test image of each domain (about {test:,} in all: an estimate)")
+            tables.append(Table("fedplcc", f"Table {number}", [Column(label, config, shape)], FEDPLCC_METHODS, tuple(protocol.seeds), "FedPLCC",
+                                f"fedlearn_nb.tools.protocols.fedplcc SCALES['paper'] and run_config (shared/specs/fedplcc.md §3): T = {settings['rounds']}, "
+                                f"E = {scale['local_epochs']}, batch {scale['batch_size']}, {scale['optimizer']} {scale['lr']:g} momentum {scale['momentum']:g}, "
+                                f"weight decay {scale['weight_decay']:g}"))
     return tables
 
 FEDCRL_METHODS = ("Local", "FedAvg", "FedProx", "pFedMe", "Ditto", "PerFedAvg", "FedRep", "LG-FedAvg", "FedPer", "MOON", "FedAMP",
                   "FedPCL", "FedProto", "FedALA", "FedGH", "FedCRL")
 
+
 # %% ../../nbs/97_cost.ipynb #f12df65b
 def _fedcrl_tables() -> list[Table]:
     "FedCRL Table II: CIFAR-10, EMNIST, CIFAR-100 in the practical (Dirichlet 0.1) and pathological settings, 20 clients, 500 rounds."
-    from fedlearn_nb.federation import personalised_scheme
-    columns = []
-    for setting, params in (("practical", {"beta": 0.1}), ("pathological", None)):
-        for name, shape, per_client in (("cifar10", CIFAR10, 2), ("emnist", EMNIST, 10), ("cifar100", CIFAR100, 20)):
-            options = params or {"classes_per_client": per_client}
-            extra = dict(min_partition_size=40, self_balancing=True, max_retries=100, top_up=True) if setting == "practical" else {}
-            scheme, kwargs = personalised_scheme(setting, 20, shape.classes, **options, **extra)
-            config = RunConfig(dataset=name, data_split="all", partition=scheme, partition_kwargs=kwargs, num_clients=20, test_fraction=0.25,
-                               model="fedcrl_cnn", algorithm="fedcrl", rounds=500, local_epochs=1, batch_size=16, optimizer="adam", lr=0.003,
-                               eval_every=1, seed=0)
-            columns.append(Column(f"{setting[:4]}-{name}", config, merged(shape), whole_dataset=True))
-    return [Table("fedcrl", "Table II", columns, FEDCRL_METHODS, (0, 1, 2, 3, 4), "FedCRL",
-                  "papers/fedcrl.ipynb SCALES['paper'] and shared/specs/fedcrl.md §3: 20 clients, 500 rounds, batch 16, 1 local epoch, "
-                  "75/25 split per client, 5 runs")]
+    from fedlearn_nb.tools.protocols import fedcrl   # its run builder reads the data (the classes); its settings and schemes do not
+    shapes, scale, training, columns = {"cifar10": CIFAR10, "emnist": EMNIST, "cifar100": CIFAR100}, fedcrl.SCALES["paper"], fedcrl.TRAINING, []
+    for label, (table, name, *_) in fedcrl.COLUMNS.items():
+        if table != "II": continue
+        settings, (scheme, kwargs) = fedcrl.column_settings(label, "paper"), fedcrl.column_scheme(label, "paper", shapes[name].classes)
+        config = RunConfig(dataset=name, data_split="all", partition=scheme, partition_kwargs=kwargs, num_clients=settings["num_clients"],
+                           test_fraction=fedcrl.PERSONALISED_TEST_FRACTION, model="fedcrl_cnn", algorithm="fedcrl", rounds=settings["rounds"],
+                           local_epochs=training["epochs"], batch_size=scale["batch_size"], optimizer=training["optimizer"], lr=training["lr"],
+                           eval_every=settings["eval_every"], seed=0)
+        columns.append(Column(label, config, merged(shapes[name]), whole_dataset=True))
+    seeds = tuple(int(s) for s in scale["seeds"].split(","))
+    return [Table("fedcrl", "Table II", columns, FEDCRL_METHODS, seeds, "FedCRL",
+                  f"fedlearn_nb.tools.protocols.fedcrl SCALES['paper'], TRAINING and its column settings (shared/specs/fedcrl.md §3): "
+                  f"{columns[0].config.num_clients} clients, {columns[0].config.rounds} rounds, batch {scale['batch_size']}, {training['epochs']} local "
+                  f"epoch, {1 - fedcrl.PERSONALISED_TEST_FRACTION:.0%}/{fedcrl.PERSONALISED_TEST_FRACTION:.0%} split per client, {len(seeds)} runs")]
 
 def _cpcfl_tables() -> list[Table]:
-    "CP-CFL Table 3 (STL-10 to STL-10): 60 clients in 3 groups, 100 rounds, 3 local epochs, batch 32, Adam 1e-3, 96x96 images."
-    config = RunConfig(dataset="stl10", partition="grouped_label_sets", num_clients=60,
-                       partition_kwargs=dict(num_groups=3, classes_per_group=4, samples_per_class=[20, 20, 5, 5]),
-                       encoder_input={"image_size": 96}, model="cpcfl_cnn", model_kwargs=dict(padding=0, head_depth=0, encoder="cnn"),
-                       algorithm="cpcfl", algorithm_kwargs={"init": "random"}, rounds=100, local_epochs=3, batch_size=32, optimizer="adam", lr=1e-3, seed=0)
-    return [Table("cpcfl", "Table 3", [Column("STL-10 to STL-10", config, STL10, timed_as={"exploration_rounds": 0},
-                                              note="timed on exploitation rounds (whole model trained), charged for the 10 head-only rounds too; "
-                                                   "the encoder's pre-training (300 epochs, once per method) is not included")],
-                  ("FedAvg", "FedAvg+SimCLR", "IFCA", "IFCA+FedAvg", "CP-CFL+SimCLR", "CP-CFL+BYOL", "CP-CFL+SimSiam"), (0,), "CP-CFL",
-                  "papers/cpcfl.ipynb SCALES['paper'] and shared/specs/cpcfl.md §3: N = 3, T = 100, T_c = 10, E = 3, batch 32, Adam 1e-3, "
-                  "60 clients with 50 images each")]
+    "CP-CFL Table 3 (its main column, STL-10 to STL-10): CP-CFL (SimCLR)'s run config at the protocol's paper scale."
+    from fedlearn_nb.algorithms.cpcfl import method_settings
+    from fedlearn_nb.tools.protocols import cpcfl
+    protocol = cpcfl.Protocol.from_parameters("paper", device="cpu")
+    scale = protocol.config
+    task, encoder = scale["columns"][cpcfl.MAIN_COLUMN][0], "encoders/simclr (pre-trained by the notebook, once per task)"
+    algorithm, settings = method_settings("cpcfl-simclr", 3, protocol.exploration_rounds, encoder)
+    config = cpcfl.task_run_config(protocol, task, 0, scale["num_clients"], scale["rounds"], "cpcfl-simclr-seed0", algorithm, settings)
+    column = Column(cpcfl.MAIN_COLUMN, config, STL10, timed_as={"exploration_rounds": 0, "init": "random", "encoder_path": None},
+                    note=f"timed on exploitation rounds (whole model trained, from random weights), charged for the {protocol.exploration_rounds} "
+                         f"head-only rounds too; the encoder's pre-training ({scale['pretrain']['epochs']} epochs, once per method) is not included")
+    return [Table("cpcfl", "Table 3", [column], tuple(cpcfl.LABELS[m] for m in cpcfl.MAIN), tuple(protocol.seeds), "CP-CFL",
+                  f"fedlearn_nb.tools.protocols.cpcfl SCALES['paper'] and task_run_config (shared/specs/cpcfl.md §3): N = 3, T = {scale['rounds']}, "
+                  f"T_c = {protocol.exploration_rounds}, E = {scale['local_epochs']}, batch {scale['batch_size']}, Adam {scale['lr']:g}, "
+                  f"{scale['num_clients']} clients with 50 images each")]
 
 PAPER_TABLES: dict[str, Callable[[], list[Table]]] = {"ccfc": _ccfc_tables, "cpcfl": _cpcfl_tables, "fedccl": _fedccl_tables,
                                                       "fedcrl": _fedcrl_tables, "fedplcc": _fedplcc_tables}

@@ -10,16 +10,18 @@ Docs: https://fedlearn-nb.github.io/fedlearn_nb/papers.html.md"""
 # %% ../../nbs/95_papers.ipynb #59d4d538
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import multiprocessing
 import os
 import re
+import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Any, Hashable, Iterator, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -28,7 +30,7 @@ import torch
 from fastcore.basics import patch
 from IPython.display import display
 
-from ..core import atomic_write_csv, atomic_write_json
+from ..core import atomic_write_csv, atomic_write_json, choose_device, load_settings
 from ..history import History
 from ..experiment import RunConfig, run, run_folder
 from ..reporting import compare_with_paper
@@ -36,8 +38,8 @@ from ..reporting import compare_with_paper
 # %% auto #0
 __all__ = ['DATA_NOT_AVAILABLE', 'parse_list', 'parse_seeds', 'parse_count', 'skip_reason', 'not_run_note', 'slug',
            'config_digest', 'run_name', 'file_label', 'history_file', 'PaperRuns', 'RunRequest', 'client_workers_for',
-           'set_cpu_threads', 'seed_mean_std', 'final_accuracies', 'entry_note', 'beside_paper', 'PaperTables',
-           'show_block', 'paper_cells', 'rank_agreement']
+           'set_cpu_threads', 'SectionClock', 'PaperProtocol', 'seed_mean_std', 'final_accuracies', 'entry_note',
+           'beside_paper', 'PaperTables', 'show_block', 'paper_cells', 'rank_agreement']
 
 # %% ../../nbs/95_papers.ipynb #289fc7ea
 def _name_key(name: str) -> str: return re.sub(r"[-_\s]", "", str(name).lower())
@@ -180,14 +182,19 @@ def _run_in_worker(index: int) -> float:
     return _cpu_seconds() - began
 
 @patch
-def run_all(self: PaperRuns, requests: Sequence[RunRequest]) -> list[History | None]:
-    "The History of every request, in order; with `parallel` > 1 the runs not kept yet train first in that many processes."
+def train_all(self: PaperRuns, requests: Sequence[RunRequest]) -> None:
+    "With `parallel` > 1: train the requests not kept yet in that many processes, each to its end in its folder (`run` reads it back)."
     pending = list({r.key: r for r in requests if r.key not in self.histories and r.key not in self.failed}.values())
     if self.parallel > 1 and len(pending) > 1:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(min(self.parallel, len(pending)), mp_context=context, initializer=_start_worker,
                                  initargs=(pending, torch.get_num_threads())) as pool:
             for request, seconds in zip(pending, pool.map(_run_in_worker, range(len(pending)))): self.cpu_seconds[request.key] = seconds
+
+@patch
+def run_all(self: PaperRuns, requests: Sequence[RunRequest]) -> list[History | None]:
+    "The History of every request, in order; with `parallel` > 1 the runs not kept yet train first in that many processes (`train_all`)."
+    self.train_all(requests)
     return [self.run(r.key, r.config, r.history_file, may_fail=r.may_fail, **r.options) for r in requests]
 
 # %% ../../nbs/95_papers.ipynb #c1e4a0b2
@@ -203,6 +210,56 @@ def set_cpu_threads(num_threads: int | None, scale: str) -> int:
     if num_threads is not None: torch.set_num_threads(parse_count(num_threads, "num_threads"))
     elif scale != "paper": torch.set_num_threads(1)
     return torch.get_num_threads()
+
+# %% ../../nbs/95_papers.ipynb #bf1624e0
+class SectionClock:
+    "CPU and wall seconds of a notebook's sections: `start(name)` ends the running section and begins `name`; `timed(name)`: one block."
+    def __init__(self, first: str | None = None):
+        self.cpu_seconds: dict[str, float] = {}    # section -> CPU seconds of this process spent in it
+        self.wall_seconds: dict[str, float] = {}   # section -> wall seconds
+        self._running = (first, time.process_time(), time.perf_counter())
+
+    def start(self, name: str | None) -> None:
+        "End the running section (its seconds added to its total) and begin `name` (None: no section runs)."
+        cpu, wall = time.process_time(), time.perf_counter()
+        section, cpu_began, wall_began = self._running
+        if section is not None:
+            self.cpu_seconds[section] = self.cpu_seconds.get(section, 0.0) + cpu - cpu_began
+            self.wall_seconds[section] = self.wall_seconds.get(section, 0.0) + wall - wall_began
+        self._running = (name, cpu, wall)
+
+    @contextlib.contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        "Time the block as section `name`."
+        self.start(name)
+        try: yield
+        finally: self.start(None)
+
+    def table(self, decimals: int = 1) -> dict[str, dict]:
+        "Section -> {cpu_seconds, wall_seconds}, rounded to `decimals`."
+        return {s: dict(cpu_seconds=round(c, decimals), wall_seconds=round(self.wall_seconds[s], decimals)) for s, c in self.cpu_seconds.items()}
+
+
+# %% ../../nbs/95_papers.ipynb #36618fe6
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PaperProtocol:
+    "The run fields every paper protocol holds: where results go, the device, progress bars, client processes, torch threads, runs side by side."
+    results: Path
+    device: torch.device
+    progress: bool = False
+    client_workers: int = 1           # processes that train a round's clients (0: one per core)
+    num_threads: int | None = None    # torch CPU threads (None: `set_cpu_threads`' choice for the scale)
+    parallel: int = 1                 # a table's independent runs trained side by side (`PaperRuns.run_all`)
+
+    @staticmethod
+    def run_fields(paper: str, scale: str, results_dir: str | None = None, device: str = "auto", progress: bool = False,
+                   client_workers: int | None = None, num_threads: int | None = None, parallel: int = 1) -> dict:
+        "These fields from a notebook's parameters, each checked (an error names the parameter): pass them on with `**`."
+        if not isinstance(progress, bool): raise ValueError(f"progress must be True or False, got {progress!r}")
+        return dict(results=Path(results_dir) if results_dir else load_settings().results_dir / "papers" / paper / scale,
+                    device=choose_device(device), progress=progress, client_workers=client_workers_for(scale, client_workers),
+                    num_threads=parse_count(num_threads, "num_threads"), parallel=parse_count(parallel, "parallel"))
+
 
 # %% ../../nbs/95_papers.ipynb #97df2cf8
 def seed_mean_std(values: Sequence[float] | pd.DataFrame) -> tuple:

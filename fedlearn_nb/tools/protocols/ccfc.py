@@ -15,8 +15,6 @@ import dataclasses
 import json
 import time
 import warnings
-from pathlib import Path
-from typing import Any, Iterator
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -30,14 +28,14 @@ from matplotlib.ticker import MaxNLocator
 from sklearn.manifold import TSNE
 
 from ...clustering import centralised_clustering, clustering_scores, flatten_images, kmeans
-from ...core import atomic_write_csv, atomic_write_json, choose_device, load_settings, read_json, run_metadata
+from ...core import atomic_write_csv, atomic_write_json, read_json, run_metadata
 from ...data import DatasetNotFoundError, dataset_info, load_dataset, subsample_per_class
 from ...engine import set_parameters
 from ...experiment import RunConfig
 from ...metrics import calinski_harabasz, knn_accuracy
 from ...partition import imbalance_ratio, partition_pmix
 from ...reporting import compare_with_paper
-from ..papers import PaperRuns, client_workers_for, parse_count, parse_list, parse_seeds, set_cpu_threads
+from ..papers import PaperProtocol, PaperRuns, RunRequest, SectionClock, parse_count, parse_list, parse_seeds, set_cpu_threads
 
 # %% auto #0
 __all__ = ['SCALES', 'DATASET_SETUP', 'METHODS', 'CENTRALISED', 'FEDERATED', 'SYNTHETIC', 'SECTIONS', 'DATA_NOT_AVAILABLE',
@@ -212,24 +210,19 @@ def history_file_name(label: str, name: str, p: float, disconnection_rate: float
 
 # %% ../../../nbs/95e_protocol_ccfc.ipynb #23ae8578
 @dataclasses.dataclass(frozen=True)
-class Protocol:
-    "The CCFC reproduction a notebook's parameters ask for, checked once: the scale's settings, the selections, where results go."
+class Protocol(PaperProtocol):
+    "The CCFC reproduction a notebook's parameters ask for, checked once: the scale's settings, the selections; where results go (`PaperProtocol`)."
     scale: str
     config: dict            # the scale's settings (SCALES[scale], with `rounds` applied)
     seeds: list
     methods: list           # the selected methods, in METHODS' order of the parameter
     datasets: list          # the selected datasets of the scale
     sections: list          # the selected sections (SECTIONS)
-    results: Path
-    device: torch.device
-    progress: bool = False
-    client_workers: int = 1
-    num_threads: int | None = None
 
     @classmethod
     def from_parameters(cls, scale: str = "smoke", seeds: str = "0", rounds: int | None = None, methods: str | None = None,
                         datasets: str | None = None, sections: str | None = None, results_dir: str | None = None, device: str = "auto",
-                        progress: bool = False, client_workers: int | None = None, num_threads: int | None = None) -> Protocol:
+                        progress: bool = False, client_workers: int | None = None, num_threads: int | None = None, parallel: int = 1) -> Protocol:
         "The protocol of the notebook's parameters; any invalid one is an error naming the valid values, before anything runs."
         if scale not in SCALES: raise ValueError(f"unknown scale {scale!r}; valid: {', '.join(SCALES)}")
         config = json.loads(json.dumps(SCALES[scale]))
@@ -237,11 +230,9 @@ class Protocol:
         if rounds is not None:
             config["ccfc"]["rounds"] = rounds
             config["ccfc"]["pretrain_rounds"] = min(config["ccfc"]["pretrain_rounds"], rounds // 2)
-        if not isinstance(progress, bool): raise ValueError(f"progress must be True or False, got {progress!r}")
         return cls(scale, config, parse_seeds(seeds, "0"), parse_list(methods, METHODS, "method(s)"),
                    parse_list(datasets, config["datasets"], f"dataset(s) for scale {scale!r}"), parse_list(sections, SECTIONS, "section(s)"),
-                   Path(results_dir) if results_dir else load_settings().results_dir / "papers" / "ccfc" / scale, choose_device(device),
-                   progress, client_workers_for(scale, client_workers), parse_count(num_threads, "num_threads"))
+                   **cls.run_fields("ccfc", scale, results_dir, device, progress, client_workers, num_threads, parallel))
 
     @property
     def stand_in(self) -> bool: return self.scale == "smoke"
@@ -339,17 +330,18 @@ class Reproduction:
     def __init__(self, protocol: Protocol):
         self.protocol, self.config, self.results = protocol, protocol.config, protocol.results
         self.started, self.cpu_started = time.perf_counter(), time.process_time()
+        self.clock = SectionClock()        # CPU (and wall) seconds per section
         self.results.mkdir(parents=True, exist_ok=True)
         set_cpu_threads(protocol.num_threads, protocol.scale)
         pd.set_option("display.width", 200); pd.set_option("display.max_columns", 30)
         warnings.filterwarnings("ignore", message=".*single label.*")
         warnings.filterwarnings("ignore", message=".*cohen_kappa_score.*")
-        self.runs = PaperRuns(self.results, progress=protocol.progress, client_workers=protocol.client_workers)
+        self.runs = PaperRuns(self.results, progress=protocol.progress, client_workers=protocol.client_workers, parallel=protocol.parallel)
         self.scores: list[dict] = []       # one row per finished run
         self.kept: dict = {}               # run key -> (algorithm, model, data) of the runs later sections read
         self.local_models: dict = {}       # run key -> {client id: its last local model} (runs with keep_local_models)
         self.skipped: dict = {}            # dataset -> why it is skipped
-        self.cpu_seconds: dict = {}        # section -> CPU seconds of this process
+        self.cpu_seconds: dict = self.clock.cpu_seconds   # section -> CPU seconds of this process
         self.spaces: dict | None = None    # Table 3's representation spaces, for Figure 4
         self._data: dict = {}
         print(f"scale={protocol.scale}, seeds={protocol.seeds}, device={protocol.device}, methods={protocol.methods}, "
@@ -365,12 +357,9 @@ class Reproduction:
         ccfc_ready = [n for n in self.available if not column_skip_reason(self.config, n, "CCFC")]
         self.first = self.available[0] if "CCFC" not in protocol.methods else (ccfc_ready[0] if ccfc_ready else None)
 
-    @contextlib.contextmanager
-    def timed(self, section: str) -> Iterator[None]:
+    def timed(self, section: str) -> contextlib.AbstractContextManager:
         "Record the CPU seconds of this process spent in the block as `section`'s (one torch thread: independent of the machine's load)."
-        began = time.process_time()
-        try: yield
-        finally: self.cpu_seconds[section] = time.process_time() - began
+        return self.clock.timed(section)
 
     def wants(self, *sections: str) -> bool: return bool(set(sections) & set(self.protocol.sections))
 
@@ -399,15 +388,21 @@ def keeps(self: Reproduction, key: tuple) -> bool:
     return name == self.first and seed == self.protocol.seeds[0] and rate == 0.0 and (label.startswith("CCFC") or label == "PPFC-GAN")
 
 @patch
+def request(self: Reproduction, method: str, name: str, p: float, seed: int, variant: str = "", disconnection_rate: float = 0.0,
+            **options) -> RunRequest:
+    "One federated method's run on its p-mix federation: its key (label, dataset, p, seed, disconnection rate), config, folder and history file."
+    label = run_label(method, variant)
+    config = method_config(self.protocol, method, name, p, seed, disconnection_rate,
+                           folder=run_folder_name(label, name, p, disconnection_rate, seed), **options)
+    return RunRequest((label, name, p, seed, disconnection_rate), config, history_file_name(label, name, p, disconnection_rate, seed))
+
+@patch
 def run_method(self: Reproduction, method: str, name: str, p: float, seed: int, variant: str = "", disconnection_rate: float = 0.0,
                **options) -> dict:
     "Run one federated method through `run(config)` on its p-mix federation (resuming its folder); record and return its final scores."
-    label = run_label(method, variant)
-    key = (label, name, p, seed, disconnection_rate)
-    config = method_config(self.protocol, method, name, p, seed, disconnection_rate,
-                           folder=run_folder_name(label, name, p, disconnection_rate, seed), **options)
-    parts = {}
-    history = self.runs.run(key, config, history_file_name(label, name, p, disconnection_rate, seed), parts=parts)
+    label, request = run_label(method, variant), self.request(method, name, p, seed, variant, disconnection_rate, **options)
+    key, parts = request.key, {}
+    history = self.runs.run(key, request.config, request.history_file, parts=parts)
     final = history[-1]
     row = {"method": label, "dataset": name, "p": p, "seed": seed, "disconnection_rate": disconnection_rate,
            **{k: final[k] for k in ("nmi", "kappa", "acc", "ari")}, "rounds": len(history)}
@@ -446,14 +441,15 @@ def tables_1_2(self: Reproduction) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Run Tables 1-2, write table_1.csv, table_2.csv and scores.csv, and show ours beside the paper's."
     protocol, config = self.protocol, self.config
     with self.timed("tables_1_2"):
+        runs = [(method, name, p, seed, {"keep_local_models": True} if method == "CCFC" and p in config["fig5_ps"] and seed == protocol.seeds[0] else {})
+                for name in (self.available if self.wants("tables_1_2") else []) for seed in protocol.seeds for p in config["p_values"]
+                for method in FEDERATED if method in protocol.methods and not column_skip_reason(config, name, method)
+                and (method not in SYNTHETIC or runs_synthetic(config, seed, protocol.seeds, p))]   # CCFC keeps its local models for Figure 5
+        self.runs.train_all([self.request(method, name, p, seed, **options) for method, name, p, seed, options in runs])   # parallel > 1
         for name in (self.available if self.wants("tables_1_2") else []):
             for seed in protocol.seeds:
                 for method in [m for m in CENTRALISED if m in protocol.methods]: self.run_centralised(method, name, seed)
-                for p in config["p_values"]:
-                    for method in [m for m in FEDERATED if m in protocol.methods and not column_skip_reason(config, name, m)]:
-                        if method in SYNTHETIC and not runs_synthetic(config, seed, protocol.seeds, p): continue
-                        keep = method == "CCFC" and p in config["fig5_ps"] and seed == protocol.seeds[0]  # for Figure 5
-                        self.run_method(method, name, p, seed, **({"keep_local_models": True} if keep else {}))
+                for method, _, p, _, options in [r for r in runs if r[1] == name and r[3] == seed]: self.run_method(method, name, p, seed, **options)
     print(f"{len(self.scores)} runs, {time.perf_counter() - self.started:.0f} s so far "
           f"({self.cpu_seconds['tables_1_2'] / 60:.1f} CPU-minutes for Tables 1-2)")
     scores = pd.DataFrame(self.scores)
@@ -688,6 +684,8 @@ def figure_6(self: Reproduction) -> pd.DataFrame | None:
     first, seed, rows, frame = self.first, self.protocol.seeds[0], [], None
     with self.timed("figure_6"):
         if first is not None and self.wants("figure_6"):
+            self.runs.train_all([self.request(method, first, p, seed, disconnection_rate=rate) for p in self.config["fig6_ps"]
+                                 for rate in self.config["fig6_rates"] for method in ("k-FED", "FFCM", "CCFC") if method in self.protocol.methods])
             for p in self.config["fig6_ps"]:
                 for rate in self.config["fig6_rates"]:
                     for method in [m for m in ("k-FED", "FFCM", "CCFC") if m in self.protocol.methods]:
@@ -716,6 +714,9 @@ def figure_7(self: Reproduction) -> pd.DataFrame | None:
     first, seed, rows = self.first, self.protocol.seeds[0], []
     with self.timed("figure_7"):
         if first is None or "CCFC" not in self.protocol.methods or not self.wants("figure_7"): return None
+        self.runs.train_all([self.request("CCFC", first, p, seed, variant=f"lambda={lambda_:g}", lambda_=lambda_) for p in self.config["fig7_ps"]
+                             for lambda_ in self.config["fig7_lambdas"]
+                             if lambda_ != DATASET_SETUP[first]["lambda_"] or ("CCFC", first, p, seed, 0.0) not in self.runs])
         for p in self.config["fig7_ps"]:
             for lambda_ in self.config["fig7_lambdas"]:
                 if lambda_ == DATASET_SETUP[first]["lambda_"] and ("CCFC", first, p, seed, 0.0) in self.runs:

@@ -1,6 +1,6 @@
-"""Everything the CP-CFL paper notebook (`papers/cpcfl.ipynb`) runs besides its tables' prose: the scales, the tasks
-("pre-training data → client data") that stand for each column of the paper, the clients, the runs of every table,
-the paper's transcribed numbers and the builders that set ours beside them.
+"""The CP-CFL paper notebook's (`papers/cpcfl.ipynb`) protocol and runs: the scales, the tasks ("pre-training data →
+client data") that stand for each column of the paper, the clients, the parameters validated once, and the
+encoders and runs every table reads (each made once). The tables themselves: `tools.protocols.cpcfl_tables`.
 
 Docs: https://fedlearn-nb.github.io/fedlearn_nb/protocol_cpcfl.html.md"""
 
@@ -14,29 +14,23 @@ import json
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import torch
-from IPython.display import display
 
-from ...core import atomic_write_csv, atomic_write_json, choose_device, load_settings, run_metadata
+from ...core import atomic_write_csv
 from ...data import DatasetNotFoundError, load_dataset
 from ...experiment import RunConfig, build_federated_data
 from ...partition import partition_grouped_label_sets
-from ...reporting import compare_with_paper
 from ...algorithms.cpcfl import CPCFL_METHODS
-from ..papers import client_workers_for, parse_count, parse_list, parse_seeds, set_cpu_threads, skip_reason
+from ..papers import PaperProtocol, RunRequest, SectionClock, parse_count, parse_list, parse_seeds, set_cpu_threads, skip_reason
 
 # %% auto #0
 __all__ = ['SCALES', 'TASKS', 'TITLES', 'GROUPS', 'CLASSES_PER_GROUP', 'SAMPLES_PER_CLASS', 'MAIN_COLUMN', 'TABLE_COLUMNS',
-           'PAPER_CLIENT_COUNTS', 'METHODS', 'LABELS', 'MAIN', 'BASELINES', 'HEADS', 'TABLE5_ROWS', 'ENCODER_ROWS',
-           'PAPER_ROUNDS_10', 'SCORE_KEYS', 'B_METRIC', 'PAPER', 'NOTE_UNSELECTED', 'LINEAR_EVAL', 'E22_ENCODERS',
-           'E22_IMAGES', 'task_title', 'client_partition', 'federation_setups', 'scale_config', 'Protocol',
-           'checkpoints', 'run_slug', 'final', 'best', 'at_round', 'flat_label', 'blank_like', 'table_rows',
-           'flat_rows', 'Study', 'encoder_gflops']
+           'PAPER_CLIENT_COUNTS', 'METHODS', 'LABELS', 'MAIN', 'BASELINES', 'task_title', 'client_partition',
+           'federation_setups', 'scale_config', 'Protocol', 'checkpoints', 'run_slug', 'final', 'best', 'at_round',
+           'Experiments', 'task_run_config']
 
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #89b7f98c
 SCALES = {
@@ -117,83 +111,7 @@ METHODS = list(CPCFL_METHODS)          # fedavg, fedavg-simclr, ifca, ifca-fedav
 LABELS = {key: spec.label for key, spec in CPCFL_METHODS.items()}
 MAIN = ["fedavg", "fedavg-simclr", "ifca", "ifca-fedavg", "cpcfl-simclr", "cpcfl-byol", "cpcfl-simsiam"]   # Table 3's rows
 BASELINES = ["fedavg", "fedavg-simclr", "ifca", "ifca-fedavg", "cpcfl-simclr"]                            # Tables 5, 10, 11
-HEADS = ["θ_c", "θ_c-1", "θ_c-2", "θ_c-3"]
-TABLE5_ROWS = [LABELS[m] for m in BASELINES] + ["Centralized (all clients), SimCLR", "Centralized (by cluster), SimCLR"]
-ENCODER_ROWS = ["E_l,f = 3 (default)", "E_l,f = 1", "E_l,f = 0 (frozen)", "E_l,f = 3 (global)"]
-PAPER_ROUNDS_10 = {15: 40, 30: 60, 60: 100, 90: 100}   # Table 10: the paper's rounds per number of clients
-SCORE_KEYS = {"F1 macro": "f1_macro", "F1 weighted": "f1_weighted", "AUROC OvR macro": "auroc_ovr_macro",
-              "AUROC OvR weighted": "auroc_ovr_weighted", "AUROC OvO macro": "auroc_ovo_macro", "AUROC OvO weighted": "auroc_ovo_weighted"}
-B_METRIC = {"B.14": "f1_macro", "B.15": "f1_weighted", "B.16": "auroc_ovr_macro", "B.17": "auroc_ovr_weighted", "B.18": "auroc_ovo_macro",
-            "B.19": "auroc_ovo_weighted"}
 
-def _trials(rows) -> pd.DataFrame:
-    "A trial table of the paper: the five baselines, Trial 1-5, Mean and SD."
-    return pd.DataFrame(rows, index=[LABELS[m] for m in BASELINES], columns=[f"Trial {k}" for k in range(1, 6)] + ["Mean", "SD"])
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #a7708137
-PAPER = {
-    3: pd.DataFrame({"T = 25": [32.73, 46.40, 57.60, 69.93, 72.30, 67.37, 56.90], "T = 50": [39.83, 53.33, 63.30, 71.77, 75.80, 72.83, 64.23],
-                     "T = 75": [41.20, 53.97, 65.60, 70.40, 76.30, 74.03, 66.80], "T = 100": [44.13, 59.33, 67.80, 70.90, 76.80, 74.87, 68.23]},
-                    index=[LABELS[m] for m in MAIN]),
-    4: pd.DataFrame([[0.3708, 0.3953, 0.8342, 0.8333, 0.8374, 0.8349], [0.5564, 0.5699, 0.9036, 0.9045, 0.9068, 0.9052],
-                     [0.6842, 0.6769, 0.9562, 0.9491, 0.9595, 0.9542], [0.7131, 0.7075, 0.9641, 0.9584, 0.9669, 0.9626],
-                     [0.7700, 0.7657, 0.9752, 0.9717, 0.9774, 0.9745], [0.7494, 0.7455, 0.9733, 0.9692, 0.9755, 0.9722],
-                     [0.6870, 0.6827, 0.9578, 0.9511, 0.9609, 0.9559]], index=[LABELS[m] for m in MAIN], columns=list(SCORE_KEYS)),
-    5: pd.DataFrame({"STL-10 to STL-10": [44.13, 59.33, 67.80, 70.90, 76.80, 64.37, 77.47],
-                     "STL-10 to CIFAR-10": [40.10, 48.20, 65.40, 70.03, 75.00, 63.03, 76.00],
-                     "STL-10 to MNIST": [95.47, 93.03, 98.37, 98.90, 98.40, np.nan, np.nan],
-                     "EMNIST to MNIST": [95.47, 94.83, 98.37, 98.90, 99.27, np.nan, np.nan]}, index=TABLE5_ROWS),
-    "5_relevance": pd.Series({"STL-10 to STL-10": 0.7346, "STL-10 to CIFAR-10": 0.7306, "STL-10 to MNIST": 0.6108, "EMNIST to MNIST": 0.6714}),
-    6: pd.DataFrame([[72.30, 76.30, 76.80, 67.20, 74.63, 75.00, 96.20, 99.20, 99.27], [74.47, 77.77, 78.23, 70.23, 74.40, 75.70, 96.87, 98.87, 98.93],
-                     [75.43, 78.57, 77.60, 69.77, 74.57, 75.10, 97.67, 99.03, 98.93], [76.37, 78.43, 77.90, 70.00, 74.83, 74.67, 97.73, 98.90, 98.83]],
-                    index=HEADS, columns=pd.MultiIndex.from_product([["STL-10 to STL-10", "STL-10 to CIFAR-10", "EMNIST to MNIST"], ["T = 25", "T = 75", "T = 100"]])),
-    "A.13": pd.DataFrame([[93.70, 97.63, 98.40], [94.20, 98.27, 98.13], [93.53, 98.53, 98.63], [94.20, 98.13, 98.20]],
-                         index=HEADS, columns=["T = 25", "T = 75", "T = 100"]),
-    7: pd.DataFrame([[76.80, 78.23, 77.60, 77.90], [76.90, 74.93, 74.80, 73.97], [73.67, 77.17, 77.57, 76.77], [76.27, 79.10, 77.50, 78.03]],
-                    index=ENCODER_ROWS, columns=HEADS),
-    8: pd.DataFrame([[70.13, 76.50, 77.17, 77.33], [72.83, 76.80, 77.13, 77.13]], index=["Contrastive", "Supervised"],
-                    columns=["T = 25", "T = 50", "T = 75", "T = 100"]),
-    9: pd.Series({1: 59.33, 2: 65.10, 3: 76.80, 4: 72.80, 5: 72.97}, name="Accuracy (%)"),
-    10: pd.DataFrame([[34.27, 36.13, 36.93, 37.07, 44.13, 50.73, 46.58, 46.78], [47.47, 47.47, 54.00, 54.20, 59.33, 59.83, 57.71, 59.04],
-                      [57.60, 58.53, 62.67, 62.67, 67.80, 67.80, 70.80, 70.93], [56.67, 59.87, 62.60, 64.33, 70.90, 72.07, 68.95, 70.36],
-                      [70.67, 70.67, 73.87, 74.93, 76.80, 78.33, 79.80, 80.27]], index=[LABELS[m] for m in BASELINES],
-                     columns=pd.MultiIndex.from_product([[15, 30, 60, 90], ["final", "best"]])),
-    11: _trials([[42.73, 41.53, 43.67, 43.03, 42.67, 42.73, 0.69], [58.30, 52.60, 56.10, 55.40, 57.50, 55.98, 1.97],
-                 [66.17, 64.37, 66.43, 66.17, 65.80, 65.79, 0.74], [69.57, 66.53, 69.30, 68.20, 69.43, 68.61, 1.14],
-                 [76.13, 76.47, 77.43, 76.40, 77.00, 76.69, 0.47]]),
-    12: _trials([[37.37, 38.40, 37.77, 34.83, 39.40, 37.55, 1.52], [45.77, 39.77, 44.97, 39.33, 39.70, 41.91, 2.84],
-                 [64.10, 64.67, 64.80, 65.53, 63.93, 64.61, 0.57], [65.03, 65.27, 64.87, 64.00, 65.40, 64.91, 0.49],
-                 [67.90, 68.57, 68.30, 68.90, 66.53, 68.04, 0.82]]),
-    "B.14": _trials([[0.3570, 0.3451, 0.3566, 0.3315, 0.3415, 0.3463, 0.0096], [0.5484, 0.4746, 0.5177, 0.5118, 0.5304, 0.5166, 0.0245],
-                     [0.6701, 0.6479, 0.6684, 0.6685, 0.6668, 0.6643, 0.0083], [0.7002, 0.6681, 0.6984, 0.6876, 0.7006, 0.6910, 0.0124],
-                     [0.7640, 0.7593, 0.7757, 0.7630, 0.7698, 0.7664, 0.0057]]),
-    "B.15": _trials([[0.3817, 0.3662, 0.3859, 0.3633, 0.3692, 0.3733, 0.0089], [0.5641, 0.4933, 0.5311, 0.5306, 0.5440, 0.5326, 0.0231],
-                     [0.6606, 0.6404, 0.6638, 0.6602, 0.6577, 0.6565, 0.0083], [0.6942, 0.6624, 0.6922, 0.6807, 0.6925, 0.6844, 0.0120],
-                     [0.7575, 0.7560, 0.7714, 0.7601, 0.7655, 0.7621, 0.0056]]),
-    "B.16": _trials([[0.8321, 0.8278, 0.8355, 0.8379, 0.8306, 0.8328, 0.0036], [0.9033, 0.8928, 0.8990, 0.9019, 0.9080, 0.9010, 0.0050],
-                     [0.9544, 0.9550, 0.9553, 0.9573, 0.9542, 0.9552, 0.0011], [0.9614, 0.9571, 0.9592, 0.9593, 0.9597, 0.9593, 0.0014],
-                     [0.9756, 0.9753, 0.9766, 0.9761, 0.9759, 0.9759, 0.0004]]),
-    "B.17": _trials([[0.8291, 0.8269, 0.8341, 0.8366, 0.8300, 0.8313, 0.0035], [0.9040, 0.8930, 0.8987, 0.9020, 0.9079, 0.9011, 0.0050],
-                     [0.9465, 0.9472, 0.9481, 0.9501, 0.9461, 0.9476, 0.0014], [0.9549, 0.9500, 0.9521, 0.9525, 0.9526, 0.9524, 0.0015],
-                     [0.9718, 0.9720, 0.9734, 0.9732, 0.9723, 0.9725, 0.0006]]),
-    "B.18": _trials([[0.8361, 0.8308, 0.8395, 0.8409, 0.8339, 0.8363, 0.0037], [0.9062, 0.8937, 0.9022, 0.9037, 0.9097, 0.9031, 0.0054],
-                     [0.9584, 0.9586, 0.9585, 0.9605, 0.9578, 0.9587, 0.0009], [0.9646, 0.9605, 0.9624, 0.9625, 0.9631, 0.9626, 0.0013],
-                     [0.9778, 0.9774, 0.9786, 0.9782, 0.9779, 0.9780, 0.0004]]),
-    "B.19": _trials([[0.8325, 0.8285, 0.8364, 0.8384, 0.8316, 0.8335, 0.0035], [0.9046, 0.8929, 0.9000, 0.9025, 0.9084, 0.9017, 0.0052],
-                     [0.9524, 0.9529, 0.9531, 0.9552, 0.9520, 0.9531, 0.0011], [0.9598, 0.9553, 0.9572, 0.9575, 0.9580, 0.9576, 0.0014],
-                     [0.9747, 0.9746, 0.9758, 0.9755, 0.9750, 0.9751, 0.0005]]),
-    "C.20": _trials([[24.67, 34.00, 25.10, 27.53, 35.70, 29.40, 4.59], [34.83, 29.40, 33.83, 30.73, 29.67, 31.69, 2.22],
-                     [63.73, 61.90, 62.50, 65.53, 63.27, 63.39, 1.24], [63.63, 63.17, 64.80, 62.90, 61.70, 63.24, 1.01],
-                     [67.90, 66.90, 68.30, 66.30, 66.43, 67.17, 0.80]]),
-    "D.21": pd.DataFrame([[45.10, 45.80], [39.07, 46.13], [67.93, 67.93], [69.57, 71.10], [72.93, 72.93]],
-                         index=[LABELS[m] for m in BASELINES], columns=["T = 100", "Best"]),
-    "E.22": pd.DataFrame({"Time per epoch (s)": [23, 60, 134], "Flops (G)": [0.17, 0.67, 1.42]}, index=["CNN", "ResNet-18", "ResNet-50"]),
-    1: pd.DataFrame({"Positive samples": ["✓", "✓", "✓"], "Negative samples": ["✓", "—", "—"], "Weight sharing": ["✓", "—", "✓"],
-                     "Projector": ["✓", "✓", "✓"], "Predictor": ["—", "✓", "✓"], "Stop gradient": ["—", "✓", "✓"]}, index=["SimCLR", "BYOL", "SimSiam"]),
-    2: pd.DataFrame({"Number of models": ["Single", "Multiple", "Multiple"], "Model initialization": ["Random", "Random", "Contrastive pre-training"],
-                     "Handling clustering failure": ["—", "Multiple restarts", "Pre-trained encoder + T_c"],
-                     "Communication cost (x ST)": [2.0, 4.0, 4.0]}, index=["FedAvg", "IFCA", "CP-CFL"]),
-}
 
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #ec93442d
 def scale_config(scale: str, rounds=None, pretrain_epochs=None, pretrain_samples=None, num_clients=None, image_size=None) -> dict:
@@ -214,30 +132,24 @@ def scale_config(scale: str, rounds=None, pretrain_epochs=None, pretrain_samples
 
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #dc8c2b58
 @dataclasses.dataclass(frozen=True)
-class Protocol:
-    "The notebook's parameters, checked: the scale's settings with their overrides, the seeds, methods and tasks, where results go."
+class Protocol(PaperProtocol):
+    "The notebook's parameters, checked: the scale's settings with their overrides, the seeds, methods and tasks; where results go (`PaperProtocol`)."
     scale: str
     config: dict                  # the scale's settings (SCALES) with the overrides
     seeds: tuple                  # trial seeds: every one for the main comparison, the first for the other tables
     methods: tuple                # the selected method keys (METHODS)
     tasks: tuple                  # the selected tasks of the scale
-    results: Path
-    device: torch.device
-    progress: bool = False
-    client_workers: int = 1
-    num_threads: int | None = None
 
     @classmethod
     def from_parameters(cls, scale: str = "smoke", seeds: str = "0", rounds=None, methods=None, datasets=None, results_dir=None,
                         device: str = "auto", pretrain_epochs=None, pretrain_samples=None, num_clients=None, image_size=None,
-                        progress: bool = False, client_workers=None, num_threads=None) -> Protocol:
+                        progress: bool = False, client_workers=None, num_threads=None, parallel: int = 1) -> Protocol:
         "The protocol of the notebook's parameters (the names and meanings of its parameters cell); a clear error on a bad one."
         config = scale_config(scale, rounds, pretrain_epochs, pretrain_samples, num_clients, image_size)
         all_tasks = list(dict.fromkeys(t for options in config["columns"].values() for t in options))
-        results = Path(results_dir) if results_dir else load_settings().results_dir / "papers" / "cpcfl" / scale
         return cls(scale, config, tuple(parse_seeds(seeds, "0")), tuple(parse_list(methods, METHODS, "method(s)")),
-                   tuple(parse_list(datasets, all_tasks, f"dataset(s) (tasks) for scale {scale!r}")), results, choose_device(device),
-                   bool(progress), client_workers_for(scale, client_workers), parse_count(num_threads, "num_threads"))
+                   tuple(parse_list(datasets, all_tasks, f"dataset(s) (tasks) for scale {scale!r}")),
+                   **cls.run_fields("cpcfl", scale, results_dir, device, progress, client_workers, num_threads, parallel))
 
     @property
     def stand_in(self) -> bool: return self.scale == "smoke"
@@ -281,60 +193,21 @@ def final(run: dict, column: str = "accuracy_mean") -> float: return 100 * run["
 def best(run: dict, column: str = "accuracy_mean") -> float: return 100 * run["frame"][column].dropna().max()
 def at_round(run: dict, r: int, column: str = "accuracy_mean") -> float: return 100 * run["frame"].set_index("round")[column].loc[r]
 
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #fff48d50
-def flat_label(label) -> str:
-    "A column label as text; a two-level label (task, T) becomes 'task / T'."
-    return " / ".join(map(str, label)) if isinstance(label, tuple) else label
-
-def _flatten(frame):
-    if isinstance(frame, pd.DataFrame) and isinstance(frame.columns, pd.MultiIndex):
-        frame = frame.copy(); frame.columns = [flat_label(c) for c in frame.columns]
-    return frame
-
-def blank_like(paper):
-    "A table of NaN shaped as the paper's, to be filled with ours."
-    return paper.astype(float) * np.nan
-
-def table_rows(ours, paper, notes: dict | None = None, data_note: Callable[[list], str] = lambda columns: "", spread=None,
-               seeds: int = 1, columns: Sequence = (MAIN_COLUMN,), source: str | None = None) -> pd.DataFrame:
-    "Ours (mean over `seeds`), its SD over seeds, the paper's, the difference and a note per entry (notes: row or (row, column) -> why empty)."
-    flat_paper = _flatten(paper)
-    table = compare_with_paper(_flatten(ours.reindex_like(paper)).astype(float), flat_paper.astype(float), decimals=4)
-    if spread is not None: table["ours_std"] = compare_with_paper(_flatten(spread.reindex_like(paper)).astype(float), flat_paper.astype(float), decimals=4)["ours"]
-    table["seeds"] = seeds
-    notes = {(k[0], flat_label(k[1])) if isinstance(k, tuple) else k: v for k, v in (notes or {}).items()}
-    def entry_note(index, value):
-        if pd.isna(value):   # the entry's note, else its block's (row, task) of a two-level table, else its row's
-            row, block = (index[0], (index[0], str(index[1]).split(" / ")[0])) if isinstance(index, tuple) else (index, None)
-            return notes.get(index, notes.get(block, notes.get(row, "")))
-        label = str(index[1] if isinstance(index, tuple) else index)
-        return data_note([c for c in columns if label.startswith(c)] or list(columns))
-    table["note"] = [entry_note(index, row.ours) for index, row in table.iterrows()]
-    if source: table["ours from"] = source
-    return table
-
-def flat_rows(table: pd.DataFrame, methods: bool = False) -> pd.DataFrame:
-    "A table's long form for its CSV: `row` (`method` where rows are methods), `column`, ours, paper, difference, ..."
-    flat = table.reset_index()
-    flat.columns = ["row" if c == "level_0" else "column" if c == "level_1" else str(c) for c in flat.columns]
-    return flat.rename(columns={"row": "method", "index": "method"}) if methods else flat
-
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #36d7e503
-NOTE_UNSELECTED = "not selected (methods parameter)"
-
-class Study:
-    "The runs, encoders and data of one protocol, each made once; the tables and figures built from them, written under `results`."
+class Experiments:
+    "The data, encoders and runs of one protocol, each made once and kept (runs also on disk under `results`)."
     def __init__(self, protocol: Protocol):
         self.protocol, self.config, self.seeds = protocol, protocol.config, list(protocol.seeds)
         self.results, self.device, self.started = protocol.results, protocol.device, time.perf_counter()
-        self.sections, self._clock = {}, [time.process_time(), time.perf_counter(), "set-up and data"]
+        self.clock = SectionClock("set-up and data")   # CPU and wall seconds per section, in metadata.json
         self._data, self.skipped, self.column_task, self.column_note = {}, {}, {}, {}
         self._pretrained, self._federations, self.runs, self._centralised = {}, {}, {}, {}
         self._choose_tasks()
         self.results.mkdir(parents=True, exist_ok=True)
         set_cpu_threads(protocol.num_threads, protocol.scale)
         from fedlearn_nb.tools.papers import PaperRuns
-        self.paper_runs = PaperRuns(self.results, progress=protocol.progress, client_workers=protocol.client_workers)  # every run through run(config)
+        self.paper_runs = PaperRuns(self.results, progress=protocol.progress, client_workers=protocol.client_workers,  # every run through run(config)
+                                    parallel=protocol.parallel)
         self.main_task = self.column_task.get(MAIN_COLUMN)
         if self.main_task is None: print("No task stands in for STL-10 to STL-10: the tables built on it are left empty, with the reason.")
 
@@ -372,9 +245,7 @@ class Study:
 
     def section(self, name: str | None):
         "Close the running section (CPU and wall seconds since it began, recorded in metadata.json) and start `name`."
-        cpu, wall = time.process_time(), time.perf_counter()
-        self.sections[self._clock[2]] = dict(cpu_seconds=round(cpu - self._clock[0], 1), wall_seconds=round(wall - self._clock[1], 1))
-        self._clock[:] = [cpu, wall, name]
+        self.clock.start(name)
 
     def is_substitute(self, column: str) -> bool:
         "Does a task other than the paper's own stand for this column?"
@@ -393,13 +264,6 @@ class Study:
         return "; ".join(f"substitute task: ours {task_title(self.column_task[c])} for the paper's {c}"
                          for c in columns if c in self.column_task and self.is_substitute(c))
 
-    def emit(self, number, ours, paper, notes=None, source=None, spread=None, seeds=1, methods=False, columns=(MAIN_COLUMN,)) -> pd.DataFrame:
-        "Write table `number` as table_<number>.csv (see `table_rows`) and show it."
-        table = table_rows(ours, paper, notes, self.data_note, spread, seeds, columns, source)
-        atomic_write_csv(self.results / f"table_{number}.csv", flat_rows(table, methods))
-        print(f"Table {number}" + (f" (ours: {source})" if source else "") + (f", mean over {seeds} seeds" if seeds > 1 else ""))
-        display(table)
-        return table
 
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #97499c14
 from fastcore.basics import patch
@@ -407,7 +271,7 @@ from ...algorithms.cpcfl import classification_scores, client_predictions, encod
 from ...selfsupervised import PretrainConfig, pretrained_encoder, save_encoder
 
 @patch
-def pretrain_config(self: Study, task: str, method: str, encoder: str = "cnn") -> PretrainConfig:
+def pretrain_config(self: Experiments, task: str, method: str, encoder: str = "cnn") -> PretrainConfig:
     "The pre-training of `method` on `task`'s pre-training data at the scale's settings."
     pre, split, _ = TASKS[task]
     p = self.config["pretrain"]
@@ -415,7 +279,7 @@ def pretrain_config(self: Study, task: str, method: str, encoder: str = "cnn") -
                           image_size=self.config["image_size"], padding=self.config["padding"], max_samples=p["max_samples"], seed=0)
 
 @patch
-def pretrained(self: Study, task: str, method: str, encoder: str = "cnn") -> Path:
+def pretrained(self: Experiments, task: str, method: str, encoder: str = "cnn") -> Path:
     "Path of the cached encoder pre-trained by `method` on `task`'s pre-training data (pre-trained now if missing)."
     key = (task, method, encoder)
     if key not in self._pretrained:
@@ -427,46 +291,64 @@ def pretrained(self: Study, task: str, method: str, encoder: str = "cnn") -> Pat
     return self._pretrained[key]
 
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #d93c6c81
-@patch
-def run_config(self: Study, task: str, seed: int, clients: int, total: int, name: str, algorithm: str = "local", algorithm_kwargs=None,
-               head: int = 0, encoder: str = "cnn", **options) -> RunConfig:
+def task_run_config(protocol: Protocol, task: str, seed: int, clients: int, total: int, name: str, algorithm: str = "local",
+                    algorithm_kwargs=None, head: int = 0, encoder: str = "cnn", **options) -> RunConfig:
     "The RunConfig of one run on `task`'s clients (CP-CFL's grouped label sets, encoder-ready images) in the folder runs/<task>/<name>."
+    config = protocol.config
     return RunConfig(dataset=TASKS[task][2], partition="grouped_label_sets", num_clients=clients,
                      partition_kwargs=dict(num_groups=GROUPS, classes_per_group=CLASSES_PER_GROUP, samples_per_class=list(SAMPLES_PER_CLASS)),
-                     encoder_input={"image_size": self.config["image_size"]}, federation={"name": f"{task} ({clients} clients)"},
-                     model="cpcfl_cnn", model_kwargs=dict(padding=self.config["padding"], head_depth=head, encoder=encoder),
-                     algorithm=algorithm, algorithm_kwargs=algorithm_kwargs or {}, rounds=total, **self.protocol.training, seed=seed,
-                     device=str(self.device), results_dir=str(self.results / "runs" / task), name=name, **options)
+                     encoder_input={"image_size": config["image_size"]}, federation={"name": f"{task} ({clients} clients)"},
+                     model="cpcfl_cnn", model_kwargs=dict(padding=config["padding"], head_depth=head, encoder=encoder),
+                     algorithm=algorithm, algorithm_kwargs=algorithm_kwargs or {}, rounds=total, **protocol.training, seed=seed,
+                     device=str(protocol.device), results_dir=str(protocol.results / "runs" / task), name=name, **options)
+
+@patch
+def run_config(self: Experiments, task: str, seed: int, clients: int, total: int, name: str, algorithm: str = "local", algorithm_kwargs=None,
+               head: int = 0, encoder: str = "cnn", **options) -> RunConfig:
+    "`task_run_config` of this protocol (the cost meter builds a paper-scale run with the same function)."
+    return task_run_config(self.protocol, task, seed, clients, total, name, algorithm, algorithm_kwargs, head, encoder, **options)
 
 _FEDERATION_FIELDS = ("dataset", "data_kwargs", "partition", "partition_kwargs", "num_clients", "clients_per_domain", "test_fraction", "seed",
                       "data_split", "per_class", "encoder_input", "pooled", "federation")
 
 @patch
-def federation(self: Study, config: RunConfig):
+def federation(self: Experiments, config: RunConfig):
     "The clients `config` describes (`build_federated_data`), built once per distinct draw and shared by the runs on them."
     key = json.dumps({f: getattr(config, f) for f in _FEDERATION_FIELDS}, sort_keys=True, default=str)
     if key not in self._federations: self._federations[key] = build_federated_data(config, device=self.device)
     return self._federations[key]
 
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #f5108c97
+@patch
+def request(self: Experiments, task: str, method: str, seed: int, N: int = 3, head: int = 0, encoder_epochs=None, global_encoder=False,
+            encoder: str = "cnn", clients=None, total=None) -> RunRequest:
+    "One run's key (`experiment`'s arguments, clients and rounds filled in), config and clients; its encoder pre-trained first (IFCA (FedAvg)'s: its FedAvg run's)."
+    clients, total = clients or self.config["num_clients"], total or self.config["rounds"]
+    spec = CPCFL_METHODS[method]
+    if spec.pretraining == "fedavg":   # saved by `experiment` of the FedAvg (None) run
+        path = self.results / "encoders" / f"fedavg-{task}-{run_slug('fedavg', self.config, head=head, encoder=encoder, clients=clients, total=total)}-seed{seed}.pt"
+    else: path = self.pretrained(task, spec.pretraining, encoder) if spec.pretraining is not None else None
+    name = run_slug(method, self.config, N, head, encoder_epochs, global_encoder, encoder, clients, total)
+    options = {k: v for k, v in dict(encoder_epochs=encoder_epochs, global_encoder=global_encoder or None).items() if v is not None}
+    algorithm, settings = method_settings(method, N, min(self.protocol.exploration_rounds, total - 1), path, **options)
+    config = self.run_config(task, seed, clients, total, f"{name}-seed{seed}", algorithm, settings, head, encoder)
+    return RunRequest((task, method, seed, N, head, encoder_epochs, global_encoder, encoder, clients, total), config, options=dict(data=self.federation(config)))
+
+
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #813ef980
 @patch
-def experiment(self: Study, task: str, method: str, seed: int, N: int = 3, head: int = 0, encoder_epochs=None, global_encoder=False,
+def experiment(self: Experiments, task: str, method: str, seed: int, N: int = 3, head: int = 0, encoder_epochs=None, global_encoder=False,
                encoder: str = "cnn", clients=None, total=None) -> dict:
     "One run (kept in memory and on disk): its per-round frame, final F1/AUROC scores, cluster identities and byte counts."
     clients, total = clients or self.config["num_clients"], total or self.config["rounds"]
     key = (task, method, seed, N, head, encoder_epochs, global_encoder, encoder, clients, total)
     if key in self.runs: return self.runs[key]
     spec, encoders = CPCFL_METHODS[method], self.results / "encoders"
-    if spec.pretraining == "fedavg":
-        self.experiment(task, "fedavg", seed, head=head, encoder=encoder, clients=clients, total=total)
-        path = encoders / f"fedavg-{task}-{run_slug('fedavg', self.config, head=head, encoder=encoder, clients=clients, total=total)}-seed{seed}.pt"
-    else: path = self.pretrained(task, spec.pretraining, encoder) if spec.pretraining is not None else None
+    if spec.pretraining == "fedavg": self.experiment(task, "fedavg", seed, head=head, encoder=encoder, clients=clients, total=total)
     name = run_slug(method, self.config, N, head, encoder_epochs, global_encoder, encoder, clients, total)
-    options = {k: v for k, v in dict(encoder_epochs=encoder_epochs, global_encoder=global_encoder or None).items() if v is not None}
+    request = self.request(task, method, seed, N, head, encoder_epochs, global_encoder, encoder, clients, total)
     began, parts = time.perf_counter(), {}
-    algorithm, settings = method_settings(method, N, min(self.protocol.exploration_rounds, total - 1), path, **options)
-    config = self.run_config(task, seed, clients, total, f"{name}-seed{seed}", algorithm, settings, head, encoder)
-    history = self.paper_runs.run(key, config, data=self.federation(config), parts=parts)
+    history = self.paper_runs.run(key, request.config, parts=parts, **request.options)
     algorithm = parts["algorithm"]
     labels, probabilities, _ = client_predictions(algorithm)          # now, while the clients hold this run's cluster identities
     model_bytes = sum(v.numel() * v.element_size() for v in algorithm.model.state_dict().values())
@@ -482,7 +364,7 @@ def experiment(self: Study, task: str, method: str, seed: int, N: int = 3, head:
 
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #0fe7218d
 @patch
-def centralised(self: Study, task: str, seed: int, by_group: bool) -> dict:
+def centralised(self: Experiments, task: str, seed: int, by_group: bool) -> dict:
     "Table 5's centralised reference: CP-CFL's network from the SimCLR encoder on the clients' pooled data (all, or one model per group)."
     key = (task, seed, by_group)
     if key not in self._centralised:
@@ -492,428 +374,26 @@ def centralised(self: Study, task: str, seed: int, by_group: bool) -> dict:
         self._centralised[key] = dict(frame=self.paper_runs.run(("centralised", *key), config, data=self.federation(config)).to_frame())
     return self._centralised[key]
 
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #22bc2479
-from ...partition import plot_partition
-from ...reporting import plot_accuracy
-
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #9cf158ab
 @patch
-def figure_3(self: Study):
-    "Figure 3: images per class and client of the main task's federation (first seed)."
-    if self.main_task is None: return
-    train, test, _ = self.task_data(self.main_task)
-    clients = self.config["num_clients"]
-    partition = client_partition(train.y.numpy(), test.y.numpy(), clients, self.seeds[0])
-    ax = plot_partition(train.y.numpy(), partition.train, class_names=train.classes,
-                        title=f"Reproduces Figure 3 (images per class and client)\nours: {self.column_source(MAIN_COLUMN)}, {clients} clients, seed {self.seeds[0]}")
-    ax.figure.savefig(self.results / "figure_3.png", dpi=120, bbox_inches="tight"); plt.show()
+def prepare(self: Experiments, calls: Sequence[dict]) -> None:
+    "With `parallel` > 1: train the runs `calls` name (each a dict of `experiment`'s arguments) side by side, to be read back by `experiment`."
+    if self.protocol.parallel <= 1: return
+    later = [c for c in calls if CPCFL_METHODS[c["method"]].pretraining == "fedavg"]
+    fedavg = [dict(task=c["task"], method="fedavg", seed=c["seed"], **{k: c[k] for k in ("head", "encoder", "clients", "total") if k in c}) for c in later]
+    self.paper_runs.train_all([self.request(**c) for c in [c for c in calls if c not in later] + fedavg])
+    for c in fedavg: self.experiment(**c)   # read back: its encoder saved for the IFCA (FedAvg) run
+    self.paper_runs.train_all([self.request(**c) for c in later])
 
-@patch
-def main_accuracy(self: Study) -> tuple:
-    "Table 3 from the runs: ours (mean over seeds), their SD, and the notes of the rows not run."
-    paper = PAPER[3]
-    ours, spread, notes, values = blank_like(paper), blank_like(paper), {}, {}
-    if self.main_task is None: return ours, spread, {label: self.column_note[MAIN_COLUMN] for label in paper.index}
-    marks = checkpoints(self.config["rounds"])
-    for seed in self.seeds:                       # seed by seed: the first seed's table is complete first
-        for method in MAIN:
-            if self.protocol.wanted(method): values.setdefault(method, []).append([at_round(self.experiment(self.main_task, method, seed), r) for r in marks.values()])
-    for method in MAIN:
-        if not self.protocol.wanted(method): notes[LABELS[method]] = NOTE_UNSELECTED; continue
-        ours.loc[LABELS[method]], spread.loc[LABELS[method]] = np.mean(values[method], 0), np.std(values[method], 0, ddof=0)
-    return ours, spread, notes
 
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #a9f91f73
-@patch
-def table_3(self: Study) -> pd.DataFrame:
-    "Table 3: test accuracy at T = 25/50/75/100 of the seven methods on the main task, every seed."
-    self.section("Table 3, Figures 3-5, Table 4 (main comparison, every seed)")
-    if self.main_task is not None: print("our rounds for the paper's T:", checkpoints(self.config["rounds"]))
-    ours, spread, notes = self.main_accuracy()
-    return self.emit(3, ours, PAPER[3], notes, source=self.column_source(MAIN_COLUMN), spread=spread, seeds=len(self.seeds), methods=True)
-
-@patch
-def figure_4(self: Study):
-    "Figure 4: test accuracy per round of Table 3's methods (mean ± SD over the seeds)."
-    curves = {LABELS[m]: [self.experiment(self.main_task, m, seed)["frame"] for seed in self.seeds] for m in MAIN
-              if self.main_task and self.protocol.wanted(m)}
-    if not curves: return
-    t_c = self.protocol.exploration_rounds
-    fig, ax = plt.subplots(figsize=(7, 4))
-    plot_accuracy(curves, metric="accuracy_mean", ax=ax, title=f"Reproduces Figure 4 (test accuracy per round)\nours: {self.column_source(MAIN_COLUMN)}, "
-                  + (f"mean ± SD over {len(self.seeds)} seeds" if len(self.seeds) > 1 else f"seed {self.seeds[0]}"))
-    if t_c: ax.axvline(t_c + 0.5, color="grey", linestyle=":", linewidth=1)   # end of CP-CFL's head-only exploration
-    ax.set_xlabel(f"round (dotted: end of the {t_c} exploration rounds)")
-    fig.savefig(self.results / "figure_4.png", dpi=120, bbox_inches="tight"); plt.show()
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #cccd94df
+# %% ../../../nbs/95f_protocol_cpcfl.ipynb #1bd6717b
 from ...algorithms.cpcfl import cpcfl_model
-from ...selfsupervised import linear_evaluation, load_encoder, to_encoder_input
-
-LINEAR_EVAL = {"smoke": dict(train=300, test=200, epochs=50), "quick": dict(train=2000, test=1000, epochs=100),
-               "paper": dict(train=None, test=None, epochs=100)}   # the proxy set: images of the main task's client pools, epochs
+from ...selfsupervised import load_encoder
 
 @patch
-def encoder(self: Study, task: str, method: str) -> torch.nn.Module:
+def encoder(self: Experiments, task: str, method: str) -> torch.nn.Module:
     "The features of CP-CFL's network for `task`, loaded with the encoder `method` pre-trained, on the study's device."
     clients = self.federation(self.run_config(task, self.seeds[0], self.config["num_clients"], self.config["rounds"], "clients"))
     encoder = cpcfl_model(clients, 0, padding=self.config["padding"]).features
     encoder.load_state_dict(load_encoder(self.pretrained(task, method))["encoder"])
     return encoder.to(self.device)
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #b21d0aa6
-@patch
-def encoder_choice(self: Study) -> pd.DataFrame:
-    "Per pre-training method: the linear evaluation of its encoder on the main task's client pools and CP-CFL's final accuracy with it."
-    pretrainings = [m for m in ("simclr", "byol", "simsiam") if self.protocol.wanted(f"cpcfl-{m}")]
-    if self.main_task is None or not pretrainings: return pd.DataFrame()
-    sizes, image_size = LINEAR_EVAL[self.protocol.scale], self.config["image_size"]
-    def proxy(data, count, seed):
-        "A fixed sample of `count` images of `data` (all of them if None), encoder-ready, with their labels."
-        order = torch.randperm(len(data.y), generator=torch.Generator().manual_seed(seed))
-        keep = order if count is None else order[:count]
-        return to_encoder_input(data.x[keep], image_size).to(self.device), data.y[keep]
-    train_pool, test_pool, _ = self.task_data(self.main_task)
-    (x_train, y_train), (x_test, y_test) = proxy(train_pool, sizes["train"], 0), proxy(test_pool, sizes["test"], 1)
-    ours3, rows = self.main_accuracy()[0], []
-    for method in pretrainings:
-        scores = linear_evaluation(self.encoder(self.main_task, method), x_train, y_train, x_test, y_test, epochs=sizes["epochs"], seed=0)
-        rows.append({"pre-training": method, "linear evaluation, train (%)": 100 * scores["train_accuracy"],
-                     "linear evaluation, test (%)": 100 * scores["test_accuracy"],
-                     "CP-CFL final accuracy (%)": float(ours3.loc[LABELS[f"cpcfl-{method}"], "T = 100"])})
-    frame = pd.DataFrame(rows)
-    frame["chosen by linear evaluation"] = frame.index == frame["linear evaluation, test (%)"].idxmax()
-    print(f"linear evaluation on {len(y_train)} training and {len(y_test)} test images ({self.column_source(MAIN_COLUMN)}): it chooses "
-          f"{frame.loc[frame['chosen by linear evaluation'], 'pre-training'].item()}; the best CP-CFL run used "
-          f"{frame.loc[frame['CP-CFL final accuracy (%)'].idxmax(), 'pre-training']}")
-    assert frame["chosen by linear evaluation"].sum() == 1 and frame.filter(like="(%)").stack().between(0, 100).all()
-    atomic_write_csv(self.results / "encoder_choice.csv", frame)
-    return frame
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #2e38c93a
-from matplotlib.ticker import MaxNLocator
-from ...algorithms.ifca import communication_cost, plot_cluster_identities
-
-@patch
-def figure_5(self: Study):
-    "Figure 5: the cluster identity of every client per round, CP-CFL (SimCLR) and IFCA (None), first seed."
-    if self.main_task is None or not self.protocol.wanted("cpcfl-simclr", "ifca"): return
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
-    for ax, method in zip(axes, ["cpcfl-simclr", "ifca"]):
-        plot_cluster_identities(self.experiment(self.main_task, method, self.seeds[0])["history"], ax=ax, title=f"{LABELS[method]} (ours, seed {self.seeds[0]})")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.suptitle(f"Reproduces Figure 5 (cluster identity of every client per round; colour = chosen model)\nours: {self.column_source(MAIN_COLUMN)}")
-    plt.tight_layout(); fig.savefig(self.results / "figure_5.png", dpi=120, bbox_inches="tight"); plt.show()
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #6a8cd823
-@patch
-def clustering_failure(self: Study) -> pd.DataFrame:
-    "Per method and seed of the main comparison: failed rounds (every client on one model), restarts, final clusters and ARI; written and summarised."
-    rows = []
-    for method in MAIN:   # the main comparison's runs (and FedAvg (None), IFCA (FedAvg)'s encoder)
-        if not (self.main_task and (self.protocol.wanted(method) or method == "fedavg" and self.protocol.wanted("ifca-fedavg"))): continue
-        for seed in self.seeds:
-            run = self.experiment(self.main_task, method, seed); f = run["frame"]
-            rows.append({"method": LABELS[method], "seed": seed, "models": len([c for c in f if c.startswith("cluster_size/")]),
-                         "failed_rounds": int(f["clustering_failure"].sum()), "restarts": int(f["restarts"].iloc[-1]),
-                         "first_failed_round": int(f.loc[f.clustering_failure > 0, "round"].min()) if f.clustering_failure.any() else None,
-                         "final_clusters_used": int(f["clusters_used"].iloc[-1]),
-                         "final_cluster_ari": float(f["cluster_ari"].iloc[-1]) if "cluster_ari" in f and pd.notna(f["cluster_ari"].iloc[-1]) else None,
-                         "final_accuracy": final(run)})
-    failures = pd.DataFrame(rows)
-    if not len(failures): return failures
-    failures = failures.sort_values(["method", "seed"], kind="stable")
-    atomic_write_csv(self.results / "clustering_failure.csv", failures)
-    for method in ("ifca", "ifca-fedavg", "cpcfl-simclr", "cpcfl-byol", "cpcfl-simsiam"):
-        rows = failures[failures.method == LABELS[method]]
-        if len(rows):
-            print(f"{LABELS[method]}: clustering failure in {int((rows.failed_rounds > 0).sum())} of {len(rows)} trial(s) "
-                  f"({int(rows.failed_rounds.sum())} failed round(s), {int(rows.restarts.sum())} restart(s)); final ARI with the true groups: "
-                  f"{', '.join('n/a' if pd.isna(a) else f'{a:.2f}' for a in rows.final_cluster_ari)}")
-    return failures
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #99f85dd7
-@patch
-def table_4(self: Study) -> pd.DataFrame:
-    "Table 4: F1 and AUROC at the final round, pooled over the clients, every seed."
-    ours, spread, notes = blank_like(PAPER[4]), blank_like(PAPER[4]), {}
-    for method in MAIN:
-        if self.main_task is None: notes[LABELS[method]] = self.column_note[MAIN_COLUMN]; continue
-        if not self.protocol.wanted(method): notes[LABELS[method]] = NOTE_UNSELECTED; continue
-        scores = pd.DataFrame([self.experiment(self.main_task, method, seed)["scores"] for seed in self.seeds])
-        for column, key in SCORE_KEYS.items():
-            ours.loc[LABELS[method], column], spread.loc[LABELS[method], column] = scores[key].mean(), scores[key].std(ddof=0)
-    return self.emit(4, ours, PAPER[4], notes, source=self.column_source(MAIN_COLUMN), spread=spread, seeds=len(self.seeds), methods=True)
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #21f15484
-@patch
-def tables_1_and_2(self: Study) -> tuple:
-    "Table 1 (the pre-training methods' components, as in the paper) and Table 2 (communication cost per client and round, in model sizes)."
-    self.section("Tables 1 and 2")
-    table1 = PAPER[1].copy(); table1["ours"] = "as in the paper (fedlearn_nb.selfsupervised)"
-    atomic_write_csv(self.results / "table_1.csv", table1.reset_index(names="method")); display(table1)
-    ours, notes = pd.Series(np.nan, index=PAPER[2].index), {}
-    for row, method in [("FedAvg", "fedavg"), ("IFCA", "ifca"), ("CP-CFL", "cpcfl-simclr")]:
-        if self.main_task is None or not self.protocol.wanted(method): notes[row] = self.column_note.get(MAIN_COLUMN, NOTE_UNSELECTED); continue
-        run = self.experiment(self.main_task, method, self.seeds[0])
-        per_round = (run["frame"].bytes_down + run["frame"].bytes_up).mean() / run["clients"]
-        ours[row] = per_round / run["model_bytes"]
-        check = communication_cost(1, run["model_bytes"], 1 if method == "fedavg" else 3)
-        assert abs(per_round - check) <= 8, (row, per_round, check)     # Eqs. 13-15, up to the 8-byte cluster identity
-    return table1, self.emit(2, ours, PAPER[2]["Communication cost (x ST)"].astype(float), notes, source=self.column_source(MAIN_COLUMN))
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #b9d12f39
-from ...selfsupervised import relevance_score
-
-@patch
-def table_5(self: Study) -> tuple:
-    "Table 5: the baselines on each pre-training/client data pair, the centralised references; and the relevance scores."
-    self.section("Table 5 (data pairs, centralised references, relevance; first seed)")
-    scale, seed, paper = self.protocol.scale, self.seeds[0], PAPER[5]
-    methods = self.config["table5_methods"] or BASELINES
-    ours, notes, relevance = blank_like(paper), {}, {}
-    for column in paper.columns:
-        task = self.column_task.get(column)
-        if task is None:
-            for row in paper.index: notes[(row, column)] = self.column_note[column]
-            continue
-        for method in BASELINES:
-            if method not in methods: notes[(LABELS[method], column)] = f"not run at {scale} scale (CPU budget)"; continue
-            if not self.protocol.wanted(method): notes[(LABELS[method], column)] = NOTE_UNSELECTED; continue
-            ours.loc[LABELS[method], column] = final(self.experiment(task, method, seed))
-        if pd.notna(paper.loc[TABLE5_ROWS[-1], column]):
-            ours.loc[TABLE5_ROWS[-2], column] = final(self.centralised(task, seed, by_group=False))
-            ours.loc[TABLE5_ROWS[-1], column] = final(self.centralised(task, seed, by_group=True))
-        train, _, pre = self.task_data(task)
-        sample = lambda images: images[torch.randperm(len(images), generator=torch.Generator().manual_seed(0))[:300]]
-        pre_images, client_images = sample(pre.x), sample(train.x)
-        pre_images = pre_images.float() / 255 if pre_images.dtype == torch.uint8 else pre_images
-        relevance[column] = relevance_score(self.encoder(task, "simclr"), to_encoder_input(pre_images, self.config["image_size"]).to(self.device),
-                                            to_encoder_input(client_images, self.config["image_size"]).to(self.device), num_samples=300, seed=0)
-    for row in TABLE5_ROWS[-2:]:
-        for column in ("STL-10 to MNIST", "EMNIST to MNIST"): notes.setdefault((row, column), "— in the paper too")
-    sources = "; ".join(f"{c} <- {self.column_source(c)}" for c in paper.columns if c in self.column_task)
-    table5 = self.emit(5, ours, paper, notes, source=sources, methods=True, columns=list(paper.columns))
-    relevance_table = self.emit("5_relevance", pd.Series(relevance, dtype=float), PAPER["5_relevance"],
-                                {c: self.column_note.get(c, "") for c in PAPER["5_relevance"].index}, source=sources, columns=list(paper.columns))
-    return table5, relevance_table
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #cdd12a78
-@patch
-def _head_table(self: Study, columns_tasks: dict, paper: pd.DataFrame, depths: Sequence[int]) -> tuple:
-    "CP-CFL (SimCLR) with heads of 0-3 hidden layers at T = 25, 75, 100, per column's task."
-    ours, notes = blank_like(paper), {}
-    for column, task in columns_tasks.items():
-        for depth, head in enumerate(HEADS):
-            where = (head, column) if isinstance(paper.columns, pd.MultiIndex) else head
-            if task is None: notes[where] = self.column_note.get(column, "skipped"); continue
-            if not self.protocol.wanted("cpcfl-simclr"): notes[where] = NOTE_UNSELECTED; continue
-            if depth not in depths: notes[where] = f"not run at {self.protocol.scale} scale (CPU budget)"; continue
-            run = self.experiment(task, "cpcfl-simclr", self.seeds[0], head=depth)
-            for name, r in checkpoints(self.config["rounds"]).items():
-                if name == "T = 50": continue
-                ours.loc[head, (column, name) if isinstance(paper.columns, pd.MultiIndex) else name] = at_round(run, r)
-    return ours, notes
-
-@patch
-def tables_6_and_A13(self: Study) -> tuple:
-    "Tables 6 (main, STL-10 to CIFAR-10 and EMNIST to MNIST columns) and A.13 (STL-10 to MNIST): larger classifier heads."
-    self.section("Tables 6 and A.13 (classifier heads; first seed)")
-    columns6 = ["STL-10 to STL-10", "STL-10 to CIFAR-10", "EMNIST to MNIST"]
-    ours, notes = self._head_table({c: self.column_task.get(c) for c in columns6}, PAPER[6], self.config["table6_heads"])
-    table6 = self.emit(6, ours, PAPER[6], notes, source="; ".join(f"{c} <- {self.column_source(c)}" for c in columns6 if c in self.column_task), columns=columns6)
-    ours, notes = self._head_table({"STL-10 to MNIST": self.column_task.get("STL-10 to MNIST")}, PAPER["A.13"], self.config["tableA13_heads"])
-    return table6, self.emit("A.13", ours, PAPER["A.13"], notes, source=self.column_source("STL-10 to MNIST"), columns=["STL-10 to MNIST"])
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #dcc11686
-@patch
-def table_7(self: Study) -> pd.DataFrame:
-    "Table 7: how many of the local epochs train the encoder, and a global encoder, per head."
-    self.section("Table 7 (local encoder epochs, global encoder; first seed)")
-    ours, notes = blank_like(PAPER[7]), {}
-    variants = dict(zip(ENCODER_ROWS, [dict(), dict(encoder_epochs=1), dict(encoder_epochs=0), dict(global_encoder=True)]))
-    rows = self.config["table7_rows"] or ENCODER_ROWS
-    for row, variant in variants.items():
-        for depth, head in enumerate(HEADS):
-            if self.main_task is None: notes[(row, head)] = self.column_note[MAIN_COLUMN]; continue
-            if not self.protocol.wanted("cpcfl-simclr"): notes[(row, head)] = NOTE_UNSELECTED; continue
-            if depth not in self.config["table7_heads"] or row not in rows: notes[(row, head)] = f"not run at {self.protocol.scale} scale (CPU budget)"; continue
-            ours.loc[row, head] = final(self.experiment(self.main_task, "cpcfl-simclr", self.seeds[0], head=depth, **variant))
-    return self.emit(7, ours, PAPER[7], notes, source=self.column_source(MAIN_COLUMN))
-
-@patch
-def table_8(self: Study) -> pd.DataFrame:
-    "Table 8: CP-CFL from an encoder pre-trained by SimCLR (no labels) or with labels (cross-entropy)."
-    self.section("Table 8 (supervised vs contrastive pre-training; first seed)")
-    column = "CIFAR-100 to CIFAR-10"
-    ours, notes, task = blank_like(PAPER[8]), {}, self.column_task.get(column)
-    for row, method in [("Contrastive", "cpcfl-simclr"), ("Supervised", "cpcfl-supervised")]:
-        if task is None: notes[row] = self.column_note[column]; continue
-        if not self.protocol.wanted(method): notes[row] = NOTE_UNSELECTED; continue
-        run = self.experiment(task, method, self.seeds[0])
-        for name, r in checkpoints(self.config["rounds"]).items(): ours.loc[row, name] = at_round(run, r)
-    return self.emit(8, ours, PAPER[8], notes, source=self.column_source(column), columns=[column])
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #cf67cf07
-@patch
-def table_9(self: Study) -> pd.DataFrame:
-    "Table 9: CP-CFL (SimCLR) with N = 1 (FedAvg (SimCLR)) to 5 clusters."
-    self.section("Table 9 (number of clusters; first seed)")
-    ours, notes = PAPER[9] * np.nan, {}
-    for N in PAPER[9].index:
-        if self.main_task is None: notes[N] = self.column_note[MAIN_COLUMN]; continue
-        if not self.protocol.wanted("cpcfl-simclr", "fedavg-simclr"): notes[N] = NOTE_UNSELECTED; continue
-        if N not in self.config["table9_clusters"]: notes[N] = f"not run at {self.protocol.scale} scale (CPU budget)"; continue
-        seed = self.seeds[0]
-        ours.loc[N] = final(self.experiment(self.main_task, "fedavg-simclr", seed) if N == 1 else self.experiment(self.main_task, "cpcfl-simclr", seed, N=N))
-    return self.emit(9, ours, PAPER[9], notes, source=self.column_source(MAIN_COLUMN))
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #64793c8b
-@patch
-def rounds_10(self: Study, count: int) -> int:
-    "Our rounds for the paper's `count`-client setting (T = 40, 60, 100, 100): the scale's own, or the paper's scaled to our T."
-    return (self.config["table10_rounds"] or {}).get(count) or max(1, int(self.config["rounds"] * PAPER_ROUNDS_10[count] / 100 + 0.5))
-
-@patch
-def table_10(self: Study) -> pd.DataFrame:
-    "Table 10 (final and best accuracy for 15, 30, 60 and 90 clients) and Figure 7 (their curves)."
-    self.section("Table 10 and Figure 7 (number of clients; first seed)")
-    scale, seed = self.protocol.scale, self.seeds[0]
-    ours, notes, curves = blank_like(PAPER[10]), {}, {}
-    for count in PAPER[10].columns.levels[0]:
-        clients = self.config["client_counts"].get(count)
-        methods = (self.config["table10_methods"] or {}).get(count) or BASELINES
-        for method in BASELINES:
-            for kind in ("final", "best"):
-                where = (LABELS[method], (count, kind))
-                if self.main_task is None: notes[where] = self.column_note[MAIN_COLUMN]
-                elif clients is None: notes[where] = f"not run at {scale} scale" + (" (CPU budget)" if scale == "quick" else "")
-                elif method not in methods: notes[where] = f"not run at {scale} scale (CPU budget)"
-                elif not self.protocol.wanted(method): notes[where] = NOTE_UNSELECTED
-            if self.main_task is None or clients is None or method not in methods or not self.protocol.wanted(method): continue
-            run = self.experiment(self.main_task, method, seed, clients=clients, total=self.rounds_10(count))
-            ours.loc[LABELS[method], (count, "final")], ours.loc[LABELS[method], (count, "best")] = final(run), best(run)
-            curves.setdefault(f"{count} clients (ours: {clients}, T = {self.rounds_10(count)})", {})[LABELS[method]] = run["frame"]
-    table = self.emit(10, ours, PAPER[10], notes, source=self.column_source(MAIN_COLUMN), methods=True)
-    if curves:
-        fig, axes = plt.subplots(1, len(curves), figsize=(7 * len(curves), 3.8), squeeze=False)
-        for ax, (title, runs) in zip(axes[0], curves.items()): plot_accuracy(runs, metric="accuracy_mean", ax=ax, title=title)  # legend beside each panel
-        fig.suptitle(f"Reproduces Figure 7 (test accuracy per round for each number of clients)\nours: {self.column_source(MAIN_COLUMN)}, seed {seed}")
-        plt.tight_layout(); fig.savefig(self.results / "figure_7.png", dpi=120, bbox_inches="tight"); plt.show()
-    return table
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #ee2cbd9b
-@patch
-def trial_table(self: Study, number, value_of: Callable, encoder: str = "cnn", head: int = 0, note: str | None = None) -> pd.DataFrame:
-    "A table of one value per trial (seed) of the five baselines, with their mean and population SD; `note`: why it is not run."
-    ours, notes = blank_like(PAPER[number]), {}
-    for method in BASELINES:
-        row = LABELS[method]
-        if note: notes[row] = note; continue
-        if self.main_task is None: notes[row] = self.column_note[MAIN_COLUMN]; continue
-        if not self.protocol.wanted(method): notes[row] = NOTE_UNSELECTED; continue
-        values = [value_of(self.experiment(self.main_task, method, seed, head=head, encoder=encoder)) for seed in self.seeds]
-        for k, v in enumerate(values[:5]): ours.loc[row, f"Trial {k + 1}"] = v
-        ours.loc[row, "Mean"], ours.loc[row, "SD"] = np.mean(values), np.std(values, ddof=0)
-        for k in range(len(values), 5): notes[(row, f"Trial {k + 1}")] = f"only {len(values)} seed(s) run (seeds parameter)"
-    return self.emit(number, ours, PAPER[number], notes, source=self.column_source(MAIN_COLUMN), seeds=len(self.seeds), methods=True)
-
-@patch
-def trial_tables(self: Study) -> dict:
-    "Table 11 (final accuracy per trial) and Tables B.14-B.19 (F1 and AUROC per trial)."
-    self.section("Tables 11, B.14-B.19 (trials = every seed)")
-    return {11: self.trial_table(11, final), **{number: self.trial_table(number, lambda run, key=key: run["scores"][key]) for number, key in B_METRIC.items()}}
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #fe43a3db
-@patch
-def resnet_tables(self: Study) -> dict:
-    "Tables 12 and C.20 (ResNet-18 encoder, head θ_c-1, best and final accuracy per trial) and D.21 (ResNet-50, head θ_c-2, first seed)."
-    self.section("Tables 12, C.20, D.21 (ResNet encoders)")
-    resnet = self.config["resnet"] and self.main_task is not None
-    reason = None if resnet else "not run: ResNet-18 encoders run only at paper scale" if not self.config["resnet"] else self.column_note.get(MAIN_COLUMN, "")
-    tables = {12: self.trial_table(12, best, encoder="resnet18", head=1, note=reason),
-              "C.20": self.trial_table("C.20", final, encoder="resnet18", head=1, note=reason)}
-    ours, notes = blank_like(PAPER["D.21"]), {}
-    for method in BASELINES:
-        row = LABELS[method]
-        if self.main_task is None: notes[row] = self.column_note[MAIN_COLUMN]; continue
-        if not self.config["resnet"]:
-            notes[row] = ("skipped (data not available): STL-10 is not in our data, and the ResNet-50 runs (on the CIFAR-10 substitute too) "
-                          "run only at paper scale (CPU budget; see Table E.22's time per epoch)") if self.is_substitute(MAIN_COLUMN) and not self.protocol.stand_in \
-                         else "not run: ResNet-50 encoders run only at paper scale"
-            continue
-        if not self.protocol.wanted(method): notes[row] = NOTE_UNSELECTED; continue
-        run = self.experiment(self.main_task, method, self.seeds[0], head=2, encoder="resnet50")   # the paper's single experiment: our first seed
-        ours.loc[row, "T = 100"], ours.loc[row, "Best"] = final(run), best(run)
-    tables["D.21"] = self.emit("D.21", ours, PAPER["D.21"], notes, source=self.column_source(MAIN_COLUMN), methods=True)
-    return tables
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #dbc0b781
-from ...models import count_multiply_adds, cpcfl_encoder
-from ...selfsupervised import pretrain_encoder
-
-E22_ENCODERS = {"CNN": "cnn", "ResNet-18": "resnet18", "ResNet-50": "resnet50"}
-E22_IMAGES = {"smoke": 32, "quick": 256, "paper": None}   # images timed per encoder (None: the whole epoch)
-
-def encoder_gflops(encoder: str, image_size: int = 96, padding: int = 0) -> float:
-    "GFLOPs (2 x multiply-adds, as keras-flops counts) of a CP-CFL encoder on one RGB image."
-    return 2 * count_multiply_adds(cpcfl_encoder(3, image_size, padding, encoder), 3, image_size) / 1e9
-
-@patch
-def time_pretraining_epoch(self: Study, task: str, encoder: str) -> dict:
-    "CPU and wall seconds of one SimCLR epoch of `encoder` on `task`'s pre-training images: timed on E22_IMAGES of them, scaled to the epoch."
-    images, config = self.task_data(task)[2].x, self.pretrain_config(task, "simclr", encoder)
-    epoch_images = min(len(images), config.max_samples or len(images))
-    timed = min(epoch_images, E22_IMAGES[self.protocol.scale] or epoch_images)
-    cpu_began = time.process_time()
-    result = pretrain_encoder(images, dataclasses.replace(config, epochs=1, max_samples=timed), device=self.device)
-    cpu, wall = time.process_time() - cpu_began, result.seconds_per_epoch[0]   # CPU: this process's own work (the network built too)
-    return dict(images_timed=timed, epoch_images=epoch_images, cpu_seconds_timed=cpu, wall_seconds_timed=wall,
-                cpu_seconds_per_epoch=cpu * epoch_images / timed, wall_seconds_per_epoch=wall * epoch_images / timed,
-                cpu_seconds_per_100k_images=cpu * 100_000 / timed)
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #5a985f9e
-@patch
-def table_E22(self: Study) -> pd.DataFrame:
-    "Table E.22: seconds per SimCLR epoch (measured here) and GFLOPs at 96x96 of the CNN, ResNet-18 and ResNet-50 encoders; the raw timing in table_E.22_timing.csv."
-    self.section("Table E.22 (pre-training cost)")
-    ours, notes, timing_rows, size = blank_like(PAPER["E.22"]), {}, [], self.config["image_size"]
-    for name, encoder in E22_ENCODERS.items():
-        ours.loc[name, "Flops (G)"] = encoder_gflops(encoder)
-        if self.main_task is None: notes[(name, "Time per epoch (s)")] = self.column_note[MAIN_COLUMN]; continue
-        timing = self.time_pretraining_epoch(self.main_task, encoder)
-        ours.loc[name, "Time per epoch (s)"] = timing["cpu_seconds_per_epoch" if self.device.type == "cpu" else "wall_seconds_per_epoch"]
-        timing_rows.append(dict(encoder=name, pretraining_data=TASKS[self.main_task][0], image_size=size, batch_size=self.config["pretrain"]["batch_size"],
-                                **timing, threads=torch.get_num_threads(), device=str(self.device), gflops_96=ours.loc[name, "Flops (G)"],
-                                gflops_our_size=encoder_gflops(encoder, size, self.config["padding"]),
-                                paper_seconds_gpu=PAPER["E.22"].loc[name, "Time per epoch (s)"], paper_gflops=PAPER["E.22"].loc[name, "Flops (G)"]))
-    device = f"{torch.cuda.get_device_name(self.device)} (wall seconds)" if self.device.type == "cuda" else \
-             f"CPU, {torch.get_num_threads()} thread(s) (CPU seconds of this process; wall seconds in table_E.22_timing.csv)"
-    table = self.emit("E.22", ours, PAPER["E.22"], notes, methods=False,
-                      source=(f"time: one SimCLR epoch on {device}, {timing_rows[0]['epoch_images']} {TITLES[TASKS[self.main_task][0]]} images at "
-                              f"{size}x{size} (timed on {timing_rows[0]['images_timed']}); the paper: GPU seconds, "
-                              "100,000 STL-10 images at 96x96" if timing_rows else "no time measured") + "; FLOPs at 96x96")
-    if timing_rows:
-        timing_table = pd.DataFrame(timing_rows)
-        atomic_write_csv(self.results / "table_E.22_timing.csv", timing_table)
-        display(timing_table.round(3))
-    return table
-
-# %% ../../../nbs/95f_protocol_cpcfl.ipynb #83983340
-@patch
-def write_metadata(self: Study) -> dict:
-    "Close the last section and write metadata.json; the sections' times are shown."
-    self.section(None)
-    p = self.protocol
-    metadata = run_metadata(dict(scale=p.scale, config=self.config, tasks=self.column_task, skipped={**self.skipped, **self.column_note},
-                                 methods=list(p.methods), rounds=self.config["rounds"], exploration_rounds=p.exploration_rounds,
-                                 training=p.training), seed=self.seeds, device=self.device)
-    metadata["stand_in_data"] = p.stand_in
-    metadata["runs"] = len(self.runs)
-    metadata["seconds"] = time.perf_counter() - self.started
-    metadata["cpu_seconds"] = time.process_time()
-    metadata["sections"] = {k: v for k, v in self.sections.items() if k is not None}
-    metadata["run_seconds"] = {"/".join(map(str, k)): round(v["seconds"], 2) for k, v in self.runs.items()}
-    atomic_write_json(self.results / "metadata.json", metadata)
-    display(pd.DataFrame(metadata["sections"]).T)
-    print(f"{metadata['runs']} runs, {metadata['seconds']:.0f} s wall, {metadata['cpu_seconds']:.0f} s CPU; results in {self.results}")
-    return metadata
