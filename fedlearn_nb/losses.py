@@ -55,6 +55,7 @@ def _check_bank(features: torch.Tensor, labels: torch.Tensor, bank: torch.Tensor
             raise ValueError("weights must be finite and non-negative (FedPLCC's weights are sample counts or their per-class shares)")
     return labels.long(), bank, bank_labels.long(), weights
 
+# %% ../nbs/07_losses.ipynb #893c61a5
 def _check_positive(name: str, value: float):
     try: ok = not isinstance(value, bool) and math.isfinite(float(value)) and float(value) > 0
     except (TypeError, ValueError): ok = False
@@ -66,6 +67,7 @@ def _reduce(per_sample: torch.Tensor, has_term: torch.Tensor, reduction: str) ->
     if reduction == "sum": return per_sample.sum()
     return per_sample.sum() / has_term.sum().clamp_min(1)
 
+# %% ../nbs/07_losses.ipynb #15d52056
 def _check_reduction(reduction: str):
     if reduction not in _REDUCTIONS: raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
 
@@ -101,6 +103,7 @@ def infonce_from_scores(scores: torch.Tensor, labels: torch.Tensor, bank_labels:
     per_sample = torch.where(has_positive, everything - positives, torch.zeros_like(everything))
     return _reduce(per_sample, has_positive, reduction)
 
+# %% ../nbs/07_losses.ipynb #1be64098
 def multi_positive_infonce(features: torch.Tensor, labels: torch.Tensor, signals: torch.Tensor,
                            signal_labels: torch.Tensor, tau: float = 0.07, reduction: str = "mean") -> torch.Tensor:
     "FedCCL Eq. 16/17 (and FPL's cluster contrast): pull each feature to all its class's signals, push from the rest."
@@ -130,6 +133,7 @@ def average_per_class(vectors: torch.Tensor, labels: torch.Tensor,
     sums = sums.index_add(0, index, vectors * weights[:, None])  # (C, D)
     return sums / totals[:, None], classes
 
+# %% ../nbs/07_losses.ipynb #e16e9b3b
 def fedplvm_alpha_sparsity_contrast(features: torch.Tensor, labels: torch.Tensor, prototypes: torch.Tensor,
                                     prototype_labels: torch.Tensor, alpha: float = 0.25, tau: float = 0.07,
                                     reduction: str = "mean") -> torch.Tensor:
@@ -138,6 +142,7 @@ def fedplvm_alpha_sparsity_contrast(features: torch.Tensor, labels: torch.Tensor
     scores = alpha_sparsity(cosine_similarities(features, prototypes), alpha)  # (B, K)
     return infonce_from_scores(scores, labels, prototype_labels, tau, reduction=reduction)
 
+# %% ../nbs/07_losses.ipynb #206bda57
 def _gather_class_targets(labels: torch.Tensor, targets: torch.Tensor, target_labels: torch.Tensor):
     "For each label, the row of `targets` with that label (one per class): (B, D) rows and a (B,) 'has one' mask."
     if len(torch.unique(target_labels)) != len(target_labels):
@@ -151,6 +156,7 @@ def _gather_class_targets(labels: torch.Tensor, targets: torch.Tensor, target_la
     if len(targets) == 0: return torch.zeros(len(labels), targets.shape[1], dtype=targets.dtype, device=targets.device), has_target
     return targets[row.clamp_min(0)], has_target  # (B, D), (B,)
 
+# %% ../nbs/07_losses.ipynb #cbd5b166
 def fedplvm_correction(features: torch.Tensor, labels: torch.Tensor, prototypes: torch.Tensor,
                        prototype_labels: torch.Tensor, factor: float = 2.0, reduction: str = "mean") -> torch.Tensor:
     "FedPLVM's correction term: factor * (cos(feature, mean global prototype of its class) - 1)^2."
@@ -163,6 +169,7 @@ def fedplvm_correction(features: torch.Tensor, labels: torch.Tensor, prototypes:
     per_sample = torch.where(has_target, factor * (cosine - 1) ** 2, torch.zeros_like(cosine))
     return _reduce(per_sample, has_target, reduction)
 
+# %% ../nbs/07_losses.ipynb #4039fcfd
 def fedplvm_alpha_sparsity_loss(features: torch.Tensor, labels: torch.Tensor, prototypes: torch.Tensor,
                                 prototype_labels: torch.Tensor, alpha: float = 0.25, tau: float = 0.07,
                                 correction_factor: float = 2.0, reduction: str = "mean") -> torch.Tensor:
@@ -180,6 +187,7 @@ def normalize_weights_per_class(weights: torch.Tensor, labels: torch.Tensor) -> 
     totals = torch.zeros(len(classes), dtype=weights.dtype, device=weights.device).index_add_(0, index, weights)
     return weights / totals[index].clamp_min(torch.finfo(weights.dtype).tiny)
 
+# %% ../nbs/07_losses.ipynb #45d36560
 def fedplcc_weighted_contrast(features: torch.Tensor, labels: torch.Tensor, prototypes: torch.Tensor,
                               prototype_labels: torch.Tensor, weights: torch.Tensor, alpha: float = 0.5,
                               tau: float = 0.07, reduction: str = "mean") -> torch.Tensor:
@@ -239,6 +247,7 @@ def prototype_l2_pull(features: torch.Tensor, labels: torch.Tensor, prototypes: 
     per_sample = torch.where(has_target, per_sample, torch.zeros_like(per_sample))
     return _reduce(per_sample, has_target, reduction)
 
+# %% ../nbs/07_losses.ipynb #bd48f0fc
 def unbiased_prototype_mse(features: torch.Tensor, labels: torch.Tensor, cluster_prototypes: torch.Tensor,
                            cluster_labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     "FPL's pull: MSE from each feature to its class's unbiased prototype, the mean of the class's cluster prototypes."
@@ -270,6 +279,7 @@ def _check_pair(predictions: torch.Tensor, targets: torch.Tensor, what: str = "t
         raise ValueError(f"predictions {tuple(predictions.shape)} and {what} {tuple(targets.shape)} must have the same shape "
                          "(the predictor's output width must equal the latent width)")
 
+# %% ../nbs/07_losses.ipynb #81f815ba
 def _check_labels(labels, size: int, device) -> torch.Tensor:
     labels = torch.as_tensor(labels, device=device)
     if labels.ndim != 1 or len(labels) != size:
@@ -278,6 +288,7 @@ def _check_labels(labels, size: int, device) -> torch.Tensor:
         raise TypeError(f"labels must be integer cluster ids, got {labels.dtype}; use labels.long()")
     return labels.long()
 
+# %% ../nbs/07_losses.ipynb #208852a2
 def negative_cosine(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     "SimSiam's $D(p, z) = -\\cos(p, \\mathrm{sg}(z))$ per row: (B, D), (B, D) -> (B,); no gradient reaches `targets`."
     _check_pair(predictions, targets)
@@ -383,6 +394,7 @@ def _standardise_columns(z: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     centred = z - z.mean(0, keepdim=True)
     return centred / centred.pow(2).mean(0, keepdim=True).sqrt().clamp_min(eps)
 
+# %% ../nbs/07_losses.ipynb #17dc20da
 def cross_correlation_matrix(logits: torch.Tensor, target_logits: torch.Tensor) -> torch.Tensor:
     "FCCL's $M = \\tilde Z^\\top \\tilde{\\bar Z} / B$: (C, C) correlations of each logit column with each consensus column over the batch."
     if logits.ndim != 2 or logits.shape != target_logits.shape:
@@ -390,6 +402,7 @@ def cross_correlation_matrix(logits: torch.Tensor, target_logits: torch.Tensor) 
     if len(logits) < 2: raise ValueError("a cross-correlation needs a batch of at least 2 images; raise public_batch_size")
     return _standardise_columns(logits).T @ _standardise_columns(target_logits.to(logits.dtype)) / len(logits)  # (C, C)
 
+# %% ../nbs/07_losses.ipynb #19987b61
 def cross_correlation_loss(matrix: torch.Tensor, off_diagonal_weight: float = 0.0051, off_diagonal_target: float = -1.0) -> torch.Tensor:
     "FCCL's collaborative loss: $\\sum_u (1 - M_{uu})^2 + \\lambda_{col} \\sum_{u \\ne v} (M_{uv} - \\text{target})^2$."
     if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]: raise ValueError(f"matrix must be square (C, C), got {tuple(matrix.shape)}")

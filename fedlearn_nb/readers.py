@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fastcore.basics import patch
 from .core import Settings, rng
 
 
@@ -295,58 +296,6 @@ class DataSource:
         found = [self.folder / sub if sub else self.folder for sub in subfolders] + [Path(e) for e in extra if e]
         return found + [Path(d) for d in self.info.system_dirs if Path(d) not in found]
 
-    def find(self, names: str | Sequence[str], dirs: Sequence[Path], gz: bool = False) -> Path | None:
-        "The first existing file named one of `names` (or, with `gz`, name.gz) in `dirs`; None when there is none."
-        names = [names] if isinstance(names, str) else list(names)
-        candidates = [n2 for n in names for n2 in ((n, n + ".gz") if gz else (n,))]
-        for folder in dirs:
-            for name in candidates:
-                if (folder / name).is_file(): return self.checked(folder / name)
-        return None
-
-    def glob(self, pattern: str, dirs: Sequence[Path]) -> Path | None:
-        "The first file (in name order) matching `pattern` in `dirs`; None when there is none."
-        for folder in dirs:
-            matches = sorted(p for p in folder.glob(pattern) if p.is_file()) if folder.is_dir() else []
-            if matches: return self.checked(matches[0])
-        return None
-
-    def checked(self, path: Path) -> Path:
-        "`path`, after verifying its checksum against the published ones (when known and `verify` is on)."
-        if not self.verify: return path
-        accepted = tuple(self.info.checksums.get(path.name, ()))
-        content = tuple(self.info.checksums.get(path.name[:-3], ())) if path.name.endswith(".gz") else ()
-        if not accepted and not content: return path
-        try:
-            if accepted and checksum_matches(path, accepted): return path
-            if content and checksum_matches(path, content, decompress=True): return path
-        except (OSError, EOFError, zlib.error) as error:
-            raise self.corrupt(path, f"it cannot be read: {error}") from error
-        published = list(accepted) + [f"{c} (uncompressed content)" for c in content]
-        raise self.corrupt(path, f"its checksum matches none of the published ones ({', '.join(published)})")
-
-    def missing(self, what: Iterable[str], dirs: Sequence[Path], split: str | None = None) -> DatasetNotFoundError:
-        "The error for missing files `what`: where we looked, the expected layout, the source and the fix."
-        info = self.info
-        fix = ("set `download = true` in settings.ini (or FEDLEARN_DOWNLOAD=true, or pass download=True) to fetch it, "
-               f"or place the files under {self.folder}") if info.downloader else (
-               f"download it by hand from {info.urls[0]} and place the files under {self.folder} "
-               "(there is no automatic download for this dataset)")
-        where = f" (split {split!r})" if split else ""
-        return DatasetNotFoundError(
-            f"{info.title}{where}: cannot find {', '.join(what)}.\n"
-            f"Looked in: {', '.join(str(d) for d in dirs)}.\n"
-            f"Expected layout under <data_root>/{info.folder}, with data_root = {self.root} "
-            f"(`data_root` in settings.ini or FEDLEARN_DATA_ROOT):\n{textwrap.indent(info.layout.strip(), '    ')}\n"
-            f"Source: {' | '.join(info.urls)}\nFix: {fix}.")
-
-    def corrupt(self, path: Path, problem: str) -> DatasetCorruptError:
-        "The error for a file that is there but wrong."
-        fix = ("delete it and fetch it again with `download = true` in settings.ini (or download=True)"
-               if self.info.downloader else f"delete it and get it again from {self.info.urls[0]}")
-        return DatasetCorruptError(f"{self.info.title}: {path} is corrupt or not the expected file: {problem}. "
-                                   f"Fix: {fix}; a file you made yourself can be loaded with verify=False.")
-
     @contextmanager
     def reading(self, path: Path) -> Iterator[None]:
         "Context in which a parse failure of `path` becomes a `DatasetCorruptError` naming the file."
@@ -355,6 +304,66 @@ class DataSource:
         except (OSError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError,
                 pickle.UnpicklingError, zlib.error, struct.error, UnicodeDecodeError) as error:
             raise self.corrupt(path, f"{type(error).__name__}: {error}") from error
+
+# %% ../nbs/00a_readers.ipynb #2abd335b
+@patch
+def find(self: DataSource, names: str | Sequence[str], dirs: Sequence[Path], gz: bool = False) -> Path | None:
+    "The first existing file named one of `names` (or, with `gz`, name.gz) in `dirs`; None when there is none."
+    names = [names] if isinstance(names, str) else list(names)
+    candidates = [n2 for n in names for n2 in ((n, n + ".gz") if gz else (n,))]
+    for folder in dirs:
+        for name in candidates:
+            if (folder / name).is_file(): return self.checked(folder / name)
+    return None
+
+@patch
+def glob(self: DataSource, pattern: str, dirs: Sequence[Path]) -> Path | None:
+    "The first file (in name order) matching `pattern` in `dirs`; None when there is none."
+    for folder in dirs:
+        matches = sorted(p for p in folder.glob(pattern) if p.is_file()) if folder.is_dir() else []
+        if matches: return self.checked(matches[0])
+    return None
+
+# %% ../nbs/00a_readers.ipynb #5fe8a379
+@patch
+def checked(self: DataSource, path: Path) -> Path:
+    "`path`, after verifying its checksum against the published ones (when known and `verify` is on)."
+    if not self.verify: return path
+    accepted = tuple(self.info.checksums.get(path.name, ()))
+    content = tuple(self.info.checksums.get(path.name[:-3], ())) if path.name.endswith(".gz") else ()
+    if not accepted and not content: return path
+    try:
+        if accepted and checksum_matches(path, accepted): return path
+        if content and checksum_matches(path, content, decompress=True): return path
+    except (OSError, EOFError, zlib.error) as error:
+        raise self.corrupt(path, f"it cannot be read: {error}") from error
+    published = list(accepted) + [f"{c} (uncompressed content)" for c in content]
+    raise self.corrupt(path, f"its checksum matches none of the published ones ({', '.join(published)})")
+
+# %% ../nbs/00a_readers.ipynb #08443e68
+@patch
+def missing(self: DataSource, what: Iterable[str], dirs: Sequence[Path], split: str | None = None) -> DatasetNotFoundError:
+    "The error for missing files `what`: where we looked, the expected layout, the source and the fix."
+    info = self.info
+    fix = ("set `download = true` in settings.ini (or FEDLEARN_DOWNLOAD=true, or pass download=True) to fetch it, "
+           f"or place the files under {self.folder}") if info.downloader else (
+           f"download it by hand from {info.urls[0]} and place the files under {self.folder} "
+           "(there is no automatic download for this dataset)")
+    where = f" (split {split!r})" if split else ""
+    return DatasetNotFoundError(
+        f"{info.title}{where}: cannot find {', '.join(what)}.\n"
+        f"Looked in: {', '.join(str(d) for d in dirs)}.\n"
+        f"Expected layout under <data_root>/{info.folder}, with data_root = {self.root} "
+        f"(`data_root` in settings.ini or FEDLEARN_DATA_ROOT):\n{textwrap.indent(info.layout.strip(), '    ')}\n"
+        f"Source: {' | '.join(info.urls)}\nFix: {fix}.")
+
+@patch
+def corrupt(self: DataSource, path: Path, problem: str) -> DatasetCorruptError:
+    "The error for a file that is there but wrong."
+    fix = ("delete it and fetch it again with `download = true` in settings.ini (or download=True)"
+           if self.info.downloader else f"delete it and get it again from {self.info.urls[0]}")
+    return DatasetCorruptError(f"{self.info.title}: {path} is corrupt or not the expected file: {problem}. "
+                               f"Fix: {fix}; a file you made yourself can be loaded with verify=False.")
 
 # %% ../nbs/00a_readers.ipynb #8d303464
 @dataclass

@@ -54,6 +54,7 @@ class MethodSpec:
     pretraining: str | None     # where the encoder comes from: None, simclr, byol, simsiam, supervised, fedavg
     max_restarts: int = 0
 
+# %% ../../nbs/61_cpcfl.ipynb #352a0b3e
 CPCFL_METHODS: dict[str, MethodSpec] = {
     "fedavg": MethodSpec("FedAvg (None)", True, False, "random", None),
     "fedavg-simclr": MethodSpec("FedAvg (SimCLR)", True, True, "encoder", "simclr"),
@@ -65,11 +66,13 @@ CPCFL_METHODS: dict[str, MethodSpec] = {
     "cpcfl-supervised": MethodSpec("CP-CFL (Supervised)", False, True, "encoder", "supervised"),
 }
 
+# %% ../../nbs/61_cpcfl.ipynb #2dcc3016
 def method_spec(method: str) -> MethodSpec:
     "The spec of a compared method, by key (e.g. 'cpcfl-simclr'); a clear error listing the keys otherwise."
     if method not in CPCFL_METHODS: raise KeyError(f"unknown CP-CFL method {method!r}; known: {list(CPCFL_METHODS)}")
     return CPCFL_METHODS[method]
 
+# %% ../../nbs/61_cpcfl.ipynb #634c24ec
 def method_settings(method: str, num_clusters: int = 3, exploration_rounds: int = 10, encoder_path: str | Path | None = None,
                     **options) -> tuple[str, dict]:
     "The registered algorithm ('ifca' or 'cpcfl') of one compared method and its settings; pre-trained methods need `encoder_path`."
@@ -84,6 +87,7 @@ def method_settings(method: str, num_clusters: int = 3, exploration_rounds: int 
     settings.update(options)
     return ("cpcfl" if spec.explore else "ifca"), settings
 
+# %% ../../nbs/61_cpcfl.ipynb #43bc1530
 def make_algorithm(method: str, num_clusters: int = 3, exploration_rounds: int = 10, encoder_path: str | Path | None = None,
                    **options) -> IFCA:
     "The algorithm of one compared method (IFCA / CP-CFL settings): `method_settings` built."
@@ -95,6 +99,7 @@ def cpcfl_model(data: FederatedData, seed: int = 0, **model_kwargs) -> nn.Module
     "CP-CFL's classifier (encoder + head) sized for `data`, with initial weights from `seed`."
     return build_model("cpcfl_cnn", data.num_classes, data.in_channels, data.image_size, seed=derive_seed(seed, "model") % 2**32, **model_kwargs)
 
+# %% ../../nbs/61_cpcfl.ipynb #58694994
 def run_method(method: str, data: FederatedData, rounds: int, training: LocalTraining | None = None, seed: int = 0,
                num_clusters: int = 3, exploration_rounds: int = 10, encoder_path: str | Path | None = None,
                model_kwargs: dict | None = None, run_dir: str | Path | None = None, progress: bool = False,
@@ -107,6 +112,7 @@ def run_method(method: str, data: FederatedData, rounds: int, training: LocalTra
                              metadata=metadata, name=method_spec(method).label)
     return history, algorithm
 
+# %% ../../nbs/61_cpcfl.ipynb #97eb6c11
 def encoder_state(algorithm: IFCA, cluster: int = 0) -> dict:
     "The encoder of pool model `cluster`, as a state dict of the model's `.features`."
     return {k.removeprefix("features."): v.detach().cpu().clone() for k, v in algorithm.server["pool"][cluster].items() if k.startswith("features.")}
@@ -124,6 +130,7 @@ def client_predictions(algorithm: IFCA) -> tuple[np.ndarray, np.ndarray, np.ndar
         labels.append(client.y_test.cpu()); owners.append(torch.full((client.num_test_examples,), client.id))
     return torch.cat(labels).numpy(), torch.cat(probabilities).double().numpy(), torch.cat(owners).numpy()
 
+# %% ../../nbs/61_cpcfl.ipynb #ef0ed88d
 def classification_scores(labels: Any, probabilities: Any) -> dict:
     "Table 4's F1 (macro, weighted) and AUROC (OvR, OvO; macro, weighted) of pooled predictions, over the classes present."
     from sklearn.metrics import f1_score, roc_auc_score

@@ -16,6 +16,10 @@ from ..federation import Client
 from .fedavg import FedAvg
 from ..losses import proximal_term
 
+# %% auto #0
+__all__ = ['Ditto']
+
+# %% ../../nbs/35_ditto.ipynb #ad2e6940
 @register_algorithm
 class Ditto(PersonalModels, FedAvg):
     "Ditto: FedAvg's global model plus a personal model per client trained with CE + lambda/2 ||v - w||^2."
@@ -42,6 +46,3 @@ class Ditto(PersonalModels, FedAvg):
         keep_personal(client, model)
         set_parameters(model, received)
         return super().local_update(client, model, ins)
-
-# %% auto #0
-__all__ = ['Ditto']

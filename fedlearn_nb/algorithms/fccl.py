@@ -73,7 +73,6 @@ class FCCLPlus(FedAvg):
         self.similarity_weight, self.similarity_temperature = float(similarity_weight), float(similarity_temperature)
         self.distillation_temperature, self.distillation_weight = float(distillation_temperature), float(distillation_weight)
 
-    # ---- set-up ----
     def setup(self, model: nn.Module, data: FederatedData, training: LocalTraining, seed: int = 0) -> None:
         "Also load the public images (drawn from the run's seed) and make the frozen teacher copy."
         super().setup(model, data, training, seed)
@@ -86,7 +85,6 @@ class FCCLPlus(FedAvg):
         self.server.pop("consensus", None); self.server.pop("consensus_round", None)
         super().initialize()
 
-    # ---- server -> client ----
     def server_message(self, round: int, client: Client) -> FitIns:
         "The global parameters plus, from round 2, the consensus on this round's public batches."
         ins = super().server_message(round, client)
@@ -96,7 +94,6 @@ class FCCLPlus(FedAvg):
             ins.payload = dict(self.server["consensus"])
         return ins
 
-    # ---- client ----
     def local_update(self, client: Client, model: nn.Module, ins: FitIns) -> dict:
         "The public stage (once there is a consensus), then local training on private data."
         metrics = {}
@@ -116,7 +113,6 @@ class FCCLPlus(FedAvg):
         result.payload = self.public_outputs(model, ins.config["round"] + 1)
         return result
 
-    # ---- server ----
     def aggregate_fit(self, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
         "FedAvg of the models; the consensus for the next round is the plain mean of the clients' public outputs."
         metrics = super().aggregate_fit(round, results)
@@ -137,6 +133,7 @@ def public_batches(self: FCCLPlus, round: int) -> torch.Tensor:
     count = self.public_size // self.public_batch_size
     return order[:count * self.public_batch_size].view(count, self.public_batch_size)
 
+# %% ../../nbs/27_fccl.ipynb #d8ef19d2
 @patch
 def public_outputs(self: FCCLPlus, model: nn.Module, round: int) -> dict:
     "A model's logits (b, B, C) and similarity logits (b, B, B-1) on `round`'s public batches, in eval mode."
@@ -150,6 +147,7 @@ def public_outputs(self: FCCLPlus, model: nn.Module, round: int) -> dict:
     model.train(was_training)
     return {"public_logits": torch.stack(logits), "public_similarity": torch.stack(similarity)}
 
+# %% ../../nbs/27_fccl.ipynb #62309821
 @patch
 def collaborate(self: FCCLPlus, model: nn.Module, ins: FitIns) -> float:
     "The public stage: `public_epochs` passes of Adam on $L_{col} + w_{sim} L_{sim}$ against the consensus; returns the mean loss."

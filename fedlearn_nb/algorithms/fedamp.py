@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from fastcore.basics import patch
 from ..engine import FitIns, FitRes, Parameters, register_algorithm, set_parameters
 from ..federation import Client
 from .fedavg import FedAvg
@@ -28,6 +29,7 @@ def flatten_parameters(parameters: Mapping[str, torch.Tensor]) -> torch.Tensor:
     "All floating-point entries of a parameter dict as one float64 vector (in the dict's key order)."
     return torch.cat([v.detach().double().flatten() for v in parameters.values() if torch.is_floating_point(v)])
 
+# %% ../../nbs/38_fedamp.ipynb #05985953
 def attention_weights(models: torch.Tensor, alpha_k: float = 1.0, sigma: float = 1.0) -> torch.Tensor:
     "FedAMP Eqs. 5-6: (M, P) flattened models -> (M, M) weights xi, xi_ij = alpha_k exp(-||w_i - w_j||^2 / sigma) / sigma, rows sum to 1."
     if alpha_k <= 0 or sigma <= 0: raise ValueError(f"alpha_k and sigma must be positive, got alpha_k={alpha_k}, sigma={sigma}")
@@ -37,6 +39,7 @@ def attention_weights(models: torch.Tensor, alpha_k: float = 1.0, sigma: float =
     xi.fill_diagonal_(0.0)
     return xi + torch.diag(1.0 - xi.sum(1))
 
+# %% ../../nbs/38_fedamp.ipynb #8f4bd54a
 def combine_models(models: Sequence[Mapping[str, torch.Tensor]], weights: Sequence[float]) -> Parameters:
     "sum_j weights_j * models_j for float entries (weights may be negative); integer buffers come from the first model."
     first = models[0]
@@ -61,23 +64,6 @@ class FedAMP(PersonalModels, FedAvg):
         super().initialize()
         self.server["models"] = {}
 
-    def cloud_models(self) -> dict[int, Parameters]:
-        "u_i for every client the server holds a model of (Eqs. 5-6)."
-        ids = sorted(self.server["models"])
-        if not ids: return {}
-        models = [self.server["models"][i] for i in ids]
-        xi = attention_weights(torch.stack([flatten_parameters(m) for m in models]), self.alpha_k, self.sigma)
-        return {i: combine_models(models, row.tolist()) for i, row in zip(ids, xi)}
-
-    def in_time_weights(self, round: int, instructions) -> None:
-        "None: the server keeps every client's uploaded model for the cloud models, so the uploads are not averaged as they arrive."
-        return None
-
-    def configure_fit(self, round: int, clients: Sequence[Client]) -> list[tuple[Client, FitIns]]:
-        "Each selected client gets its cloud model u_i (the average model if the server has none of its models)."
-        clouds = self.cloud_models()
-        return [(c, FitIns(parameters=clouds.get(c.id, self.server["params"]), config={"round": round})) for c in clients]
-
     def receive(self, client: Client, ins) -> nn.Module:
         "Training starts from the client's own w_i (from u_i the first time)."
         model = super().receive(client, ins)
@@ -91,15 +77,40 @@ class FedAMP(PersonalModels, FedAvg):
         context["anchor"] = [ins.parameters[name].to(self.device) for name, _ in model.named_parameters()]
         return context
 
-    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
-        "FedAMP Eq. 7: cross-entropy + lambda / (2 alpha_k) ||w - u_i||^2."
-        return F.cross_entropy(model(x), y) + (self.lambda_ / self.alpha_k) * proximal_term(model, context["anchor"])
-
-    def end_local(self, client: Client, model: nn.Module, ins: FitIns, context: dict) -> None:
-        "The trained w_i is the client's personalised model."
-        keep_personal(client, model)
-
     def aggregate_fit(self, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
         "Keep every uploaded w_i (for the next cloud models) and their sample-weighted average (for newcomers)."
         for client, res in results: self.server["models"][client.id] = res.parameters
         return super().aggregate_fit(round, results)
+
+# %% ../../nbs/38_fedamp.ipynb #472294c7
+@patch
+def cloud_models(self: FedAMP) -> dict[int, Parameters]:
+    "u_i for every client the server holds a model of (Eqs. 5-6)."
+    ids = sorted(self.server["models"])
+    if not ids: return {}
+    models = [self.server["models"][i] for i in ids]
+    xi = attention_weights(torch.stack([flatten_parameters(m) for m in models]), self.alpha_k, self.sigma)
+    return {i: combine_models(models, row.tolist()) for i, row in zip(ids, xi)}
+
+# %% ../../nbs/38_fedamp.ipynb #e1663383
+@patch
+def in_time_weights(self: FedAMP, round: int, instructions) -> None:
+    "None: the server keeps every client's uploaded model for the cloud models, so the uploads are not averaged as they arrive."
+    return None
+
+@patch
+def configure_fit(self: FedAMP, round: int, clients: Sequence[Client]) -> list[tuple[Client, FitIns]]:
+    "Each selected client gets its cloud model u_i (the average model if the server has none of its models)."
+    clouds = self.cloud_models()
+    return [(c, FitIns(parameters=clouds.get(c.id, self.server["params"]), config={"round": round})) for c in clients]
+
+# %% ../../nbs/38_fedamp.ipynb #495fddd8
+@patch
+def loss(self: FedAMP, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
+    "FedAMP Eq. 7: cross-entropy + lambda / (2 alpha_k) ||w - u_i||^2."
+    return F.cross_entropy(model(x), y) + (self.lambda_ / self.alpha_k) * proximal_term(model, context["anchor"])
+
+@patch
+def end_local(self: FedAMP, client: Client, model: nn.Module, ins: FitIns, context: dict) -> None:
+    "The trained w_i is the client's personalised model."
+    keep_personal(client, model)

@@ -165,6 +165,7 @@ class FedCCLPlus(FedCCL):
         "FedCCL's options, the PGD budget among them (`epsilon=`, `attack_steps=`, ... or `attack=PGDSettings(...)`)."
         super().__init__(adversarial=True, **options)
 
+# %% ../../nbs/24_fedccl.ipynb #7a5d67ec
 @register_algorithm
 class FedAvgPlus(FedCCL):
     "FedAvg+ (FedCCL Eq. 21): FedAvg whose local loss is the cross-entropy of PGD adversarial examples."

@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from fastcore.basics import patch
 from ..engine import FitIns, FitRes, batch_indices, extract_features, get_parameters, register_algorithm, set_parameters
 from ..core import seed_torch
 from ..federation import Client
@@ -67,14 +68,16 @@ class FedGH(FedAvg):
         return FitRes(parameters={}, num_examples=res.num_examples, metrics=metrics,
                       payload={"representations": means, "representation_labels": classes})
 
-    def aggregate_fit(self, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
-        "Train the global header on every uploaded (representation, class) pair (FedGH Eq. 4)."
-        if not results: return {}
-        reps = torch.cat([r.payload["representations"] for _, r in results]).to(self.device)
-        labels = torch.cat([r.payload["representation_labels"] for _, r in results]).to(self.device)
-        set_parameters(self.model, self.server["params"]); self._eval_loaded = None
-        seed_torch(self.seed_for(round, "header"), self.device)
-        loss = train_header(self.model.head, reps, labels, self.server_lr, self.server_epochs,
-                            self.server_batch_size or self.training.batch_size, self.generator(round, "header_batches"))
-        self.server["params"] = get_parameters(self.model, self.shared_keys)
-        return {"header_loss": loss, "num_representations": len(labels)}
+# %% ../../nbs/40_fedgh.ipynb #61485c13
+@patch
+def aggregate_fit(self: FedGH, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
+    "Train the global header on every uploaded (representation, class) pair (FedGH Eq. 4)."
+    if not results: return {}
+    reps = torch.cat([r.payload["representations"] for _, r in results]).to(self.device)
+    labels = torch.cat([r.payload["representation_labels"] for _, r in results]).to(self.device)
+    set_parameters(self.model, self.server["params"]); self._eval_loaded = None
+    seed_torch(self.seed_for(round, "header"), self.device)
+    loss = train_header(self.model.head, reps, labels, self.server_lr, self.server_epochs,
+                        self.server_batch_size or self.training.batch_size, self.generator(round, "header_batches"))
+    self.server["params"] = get_parameters(self.model, self.shared_keys)
+    return {"header_loss": loss, "num_representations": len(labels)}

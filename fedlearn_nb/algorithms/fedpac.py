@@ -39,6 +39,7 @@ def feature_statistics(features: torch.Tensor, labels: torch.Tensor) -> float:
         value += p * (fk ** 2).sum(1).mean().item() - p ** 2 * (fk.mean(0) ** 2).sum().item()
     return value / n
 
+# %% ../../nbs/41_fedpac.ipynb #14120325
 def prior_weighted_means(means: torch.Tensor, labels: torch.Tensor, counts: torch.Tensor, num_classes: int) -> torch.Tensor:
     "h_j: (num_classes, d) with row k = p_j(k) * client j's class-k feature mean (zero for absent classes)."
     h = means.new_zeros(num_classes, means.shape[1]).double()
@@ -50,6 +51,7 @@ def collaboration_matrix(h: torch.Tensor, variances: torch.Tensor, i: int) -> to
     diff = (h[i][None] - h).flatten(1)  # (M, C*d)
     return torch.diag(torch.as_tensor(variances, dtype=torch.float64, device=h.device)) + diff @ diff.T
 
+# %% ../../nbs/41_fedpac.ipynb #82063fd9
 def solve_simplex_qp(matrix: np.ndarray, threshold: float = 1e-3) -> np.ndarray:
     "argmin_a a^T P a over the probability simplex (SLSQP), small weights zeroed and the rest renormalised."
     matrix = np.asarray(matrix, dtype=np.float64); m = len(matrix)
@@ -137,6 +139,7 @@ def loss(self: FedPAC, model: nn.Module, x: torch.Tensor, y: torch.Tensor, conte
     if context["prototypes"] is None: return loss
     return loss + self.lambda_ * alignment_loss(features, y, context["prototypes"], context["prototype_labels"])
 
+# %% ../../nbs/41_fedpac.ipynb #f5a206b1
 @patch
 def local_update(self: FedPAC, client: Client, model: nn.Module, ins: FitIns) -> dict:
     "`head_epochs` of CE on the classifier (extractor frozen), then the local epochs of Eq. 4 on the extractor."

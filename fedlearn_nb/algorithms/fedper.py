@@ -11,6 +11,10 @@ from ..engine import register_algorithm
 from .fedavg import FedAvg
 from ..models import is_feature_key, is_head_key
 
+# %% auto #0
+__all__ = ['FedPer']
+
+# %% ../../nbs/32_fedper.ipynb #10734721
 _PARTS = {"features": is_feature_key, "head": is_head_key}  # a model part: which parameter names belong to it
 
 @register_algorithm
@@ -23,6 +27,3 @@ class FedPer(FedAvg):
     def is_shared(self, name: str) -> bool:
         "Only the shared part's parameters (here `features.`) are sent and averaged."
         return _PARTS[self.shared_part](name) and super().is_shared(name)
-
-# %% auto #0
-__all__ = ['FedPer']

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from fastcore.basics import patch
 from ..engine import FitIns, register_algorithm
 from ..federation import Client
 from .fpl import ClusteredPrototypes
@@ -58,20 +59,23 @@ class FedPLCC(ClusteredPrototypes):
         bank["prototype_weights"] = normalize_weights_per_class(bank["prototype_weights"], bank["prototype_labels"])
         return bank
 
-    def loss_weights(self, bank: dict) -> torch.Tensor:
-        "The W_g the losses use: the broadcast normalised weights, all ones (Table V's w=1), or 1/C^m."
-        if self.prototype_weights == "normalized": return bank["prototype_weights"]
-        ones = torch.ones_like(bank["prototype_weights"])
-        return ones if self.prototype_weights == "ones" else normalize_weights_per_class(ones, bank["prototype_labels"])
+# %% ../../nbs/25_fedplcc.ipynb #6cb5cf26
+@patch
+def loss_weights(self: FedPLCC, bank: dict) -> torch.Tensor:
+    "The W_g the losses use: the broadcast normalised weights, all ones (Table V's w=1), or 1/C^m."
+    if self.prototype_weights == "normalized": return bank["prototype_weights"]
+    ones = torch.ones_like(bank["prototype_weights"])
+    return ones if self.prototype_weights == "ones" else normalize_weights_per_class(ones, bank["prototype_labels"])
 
-    def prototype_loss(self, features: torch.Tensor, labels: torch.Tensor, bank: dict) -> torch.Tensor:
-        "lambda1 times the weighted contrast (Eq. 6) plus lambda2 times the weighted top-ϕ pull (Eq. 8)."
-        prototypes, prototype_labels, weights = bank["prototypes"], bank["prototype_labels"], self.loss_weights(bank)
-        loss = features.new_zeros(())
-        if self.contrast and self.lambda1 > 0:
-            loss = loss + self.lambda1 * fedplcc_weighted_contrast(features, labels, prototypes, prototype_labels, weights,
-                                                                   alpha=self.alpha, tau=self.tau)
-        if self.correction and self.lambda2 > 0:
-            loss = loss + self.lambda2 * fedplcc_top_phi_pull(features, labels, prototypes, prototype_labels, weights,
-                                                              alpha=self.alpha, phi=self.phi)
-        return loss
+@patch
+def prototype_loss(self: FedPLCC, features: torch.Tensor, labels: torch.Tensor, bank: dict) -> torch.Tensor:
+    "lambda1 times the weighted contrast (Eq. 6) plus lambda2 times the weighted top-ϕ pull (Eq. 8)."
+    prototypes, prototype_labels, weights = bank["prototypes"], bank["prototype_labels"], self.loss_weights(bank)
+    loss = features.new_zeros(())
+    if self.contrast and self.lambda1 > 0:
+        loss = loss + self.lambda1 * fedplcc_weighted_contrast(features, labels, prototypes, prototype_labels, weights,
+                                                               alpha=self.alpha, tau=self.tau)
+    if self.correction and self.lambda2 > 0:
+        loss = loss + self.lambda2 * fedplcc_top_phi_pull(features, labels, prototypes, prototype_labels, weights,
+                                                          alpha=self.alpha, phi=self.phi)
+    return loss

@@ -13,6 +13,10 @@ from ..engine import FitIns, register_algorithm
 from ..federation import Client
 from .fedper import FedPer
 
+# %% auto #0
+__all__ = ['FedRep']
+
+# %% ../../nbs/33_fedrep.ipynb #5ccde9d3
 @register_algorithm
 class FedRep(FedPer):
     "FedRep: shared representation, local head; each round the head is trained first (body frozen), then the body (head frozen)."
@@ -31,6 +35,3 @@ class FedRep(FedPer):
         metrics = self.train_local(client, model, context, model.features.parameters())
         self.end_local(client, model, ins, context)
         return metrics
-
-# %% auto #0
-__all__ = ['FedRep']

@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from fastcore.basics import patch
 from ..engine import FitIns, FitRes, register_algorithm
 from ..federation import Client
 from .federated_clustering import FederatedClustering
@@ -44,35 +45,41 @@ class FFCM(FederatedClustering):
         if not m > 1: raise ValueError(f"the fuzzifier m must be > 1, got {m}")
         self.m, self.aggregation, self.max_iter, self.tol = float(m), aggregation, int(max_iter), float(tol)
 
-    def server_message(self, round: int, client: Client) -> FitIns:
-        "The global centroids (none before the first merge)."
-        centroids = self.server.get("centroids")
-        return FitIns(parameters=self.server["params"], config={"round": round}, payload={} if centroids is None else {"centroids": centroids})
+# %% ../../nbs/52_ffcm.ipynb #75cc0622
+@patch
+def server_message(self: FFCM, round: int, client: Client) -> FitIns:
+    "The global centroids (none before the first merge)."
+    centroids = self.server.get("centroids")
+    return FitIns(parameters=self.server["params"], config={"round": round}, payload={} if centroids is None else {"centroids": centroids})
 
-    def client_fit(self, client: Client, ins: FitIns) -> FitRes:
-        "Fuzzy c-means on the client's data from the global centroids; upload the local centroids and their supports."
-        features = self.embed(self.receive(client, ins), client.x_train)
-        start = ins.payload.get("centroids")
-        k = min(self.k, client.num_examples)
-        if start is not None and k < self.k: start = None            # a client smaller than k cannot start from all k
-        result = fuzzy_cmeans(features, k, m=self.m, seed=self.seed_for(ins.config.get("round", 0), client.id, "fcm"),
-                              init=None if start is None else start, max_iter=self.max_iter, tol=self.tol)
-        return FitRes(parameters={}, num_examples=client.num_examples,
-                      payload={"centroids": torch.as_tensor(result.centroids, dtype=torch.float32),
-                               "supports": torch.as_tensor(result.supports, dtype=torch.float32)})
+# %% ../../nbs/52_ffcm.ipynb #59da27ec
+@patch
+def client_fit(self: FFCM, client: Client, ins: FitIns) -> FitRes:
+    "Fuzzy c-means on the client's data from the global centroids; upload the local centroids and their supports."
+    features = self.embed(self.receive(client, ins), client.x_train)
+    start = ins.payload.get("centroids")
+    k = min(self.k, client.num_examples)
+    if start is not None and k < self.k: start = None            # a client smaller than k cannot start from all k
+    result = fuzzy_cmeans(features, k, m=self.m, seed=self.seed_for(ins.config.get("round", 0), client.id, "fcm"),
+                          init=None if start is None else start, max_iter=self.max_iter, tol=self.tol)
+    return FitRes(parameters={}, num_examples=client.num_examples,
+                  payload={"centroids": torch.as_tensor(result.centroids, dtype=torch.float32),
+                           "supports": torch.as_tensor(result.supports, dtype=torch.float32)})
 
-    def aggregate_fit(self, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
-        "Merge the local centroids: support-weighted k-means (seeded by the last global centroids) or per-index averaging."
-        if not results: return {}
-        local = [r.payload["centroids"].numpy() for _, r in results]
-        supports = [r.payload["supports"].numpy() for _, r in results]
-        previous = self.server.get("centroids")
-        aligned = previous is not None and all(len(c) == self.k for c in local)
-        if self.aggregation == "average" and aligned: merged = average_centroids(local, supports)
-        else:
-            merged, _ = kmeans(np.concatenate(local), self.k, seed=self.seed_for(round, "server_kmeans"), n_init=self.kmeans_n_init,
-                               init=None if previous is None else previous.numpy(), sample_weight=np.concatenate(supports))
-        merged = torch.as_tensor(merged, dtype=torch.float32)
-        shift = float("nan") if previous is None else float((merged - previous).norm(dim=1).max())
-        self.server["centroids"] = merged
-        return {"centroid_shift": shift}
+# %% ../../nbs/52_ffcm.ipynb #f98adff1
+@patch
+def aggregate_fit(self: FFCM, round: int, results: Sequence[tuple[Client, FitRes]]) -> dict:
+    "Merge the local centroids: support-weighted k-means (seeded by the last global centroids) or per-index averaging."
+    if not results: return {}
+    local = [r.payload["centroids"].numpy() for _, r in results]
+    supports = [r.payload["supports"].numpy() for _, r in results]
+    previous = self.server.get("centroids")
+    aligned = previous is not None and all(len(c) == self.k for c in local)
+    if self.aggregation == "average" and aligned: merged = average_centroids(local, supports)
+    else:
+        merged, _ = kmeans(np.concatenate(local), self.k, seed=self.seed_for(round, "server_kmeans"), n_init=self.kmeans_n_init,
+                           init=None if previous is None else previous.numpy(), sample_weight=np.concatenate(supports))
+    merged = torch.as_tensor(merged, dtype=torch.float32)
+    shift = float("nan") if previous is None else float((merged - previous).norm(dim=1).max())
+    self.server["centroids"] = merged
+    return {"centroid_shift": shift}

@@ -138,6 +138,7 @@ def local_prototypes(self: ClusteredPrototypes, client: Client, model: nn.Module
     features = extract_features(model, client.x_train, self.training.eval_batch_size)  # (n_k, D), eval mode
     return self._cluster(features, client.y_train, None, self.local_clustering)
 
+# %% ../../nbs/22_fpl.ipynb #c263c060
 @patch
 def build_bank(self: ClusteredPrototypes, prototypes: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> dict:
     "Algorithm_g (Eq. 3): cluster the pooled local prototypes of each class."

@@ -45,6 +45,7 @@ def random_parameters(model: nn.Module, seed: int, part: str | None = None) -> P
     prefix = "" if part is None else part + "."
     return {k: v.to(device) for k, v in get_parameters(clone).items() if k.startswith(prefix)}
 
+# %% ../../nbs/60_ifca.ipynb #0e42cddd
 def select_cluster(losses: Sequence[float]) -> int:
     "Eq. 5: the model with the lowest local loss (the first one on ties)."
     losses = np.asarray(losses, dtype=np.float64)
@@ -52,6 +53,7 @@ def select_cluster(losses: Sequence[float]) -> int:
     if np.isnan(losses).all(): raise ValueError("every model's loss is NaN; the models diverged (lower the learning rate)")
     return int(np.nanargmin(losses))
 
+# %% ../../nbs/60_ifca.ipynb #0708c84d
 def clustering_failed(cluster_ids: Sequence[int], num_clusters: int) -> bool:
     "Clustering failure: more than one model, more than one client, and every client chose the same model."
     cluster_ids = list(cluster_ids)
@@ -110,6 +112,7 @@ def initialize(self: IFCA) -> None:
     "The initial pool (the given model first), no restarts yet."
     self.server.update({"pool": self.new_pool(0), "restarts": 0, "phase_start": 0})
 
+# %% ../../nbs/60_ifca.ipynb #2fc1b969
 @patch
 def new_pool(self: IFCA, restart: int) -> list[Parameters]:
     "N models: random ones (init='random') or the initial encoder with random heads (init='encoder'); the given model first at restart 0."
@@ -123,6 +126,7 @@ def new_pool(self: IFCA, restart: int) -> list[Parameters]:
         pool.append(params)
     return pool
 
+# %% ../../nbs/60_ifca.ipynb #d96d76e0
 @patch
 def restart(self: IFCA, round: int) -> None:
     "IFCA's restart: a new pool (exploration phase included), and every client forgets its cluster."
@@ -131,6 +135,7 @@ def restart(self: IFCA, round: int) -> None:
     self.server["phase_start"] = round
     for client in self.data.clients: client.state.pop("cluster", None)
 
+# %% ../../nbs/60_ifca.ipynb #d3e96fb8
 @patch
 def exploring(self: IFCA, round: int) -> bool:
     "Is `round` one of the T_c exploration rounds after the current pool was drawn?"
@@ -142,6 +147,7 @@ def server_message(self: IFCA, round: int, client: Client) -> FitIns:
     "The whole pool (N models) and whether this round explores."
     return FitIns(parameters={}, config={"round": round, "explore": self.exploring(round)}, payload={"pool": self.server["pool"]})
 
+# %% ../../nbs/60_ifca.ipynb #99807995
 @patch
 def cluster_losses(self: IFCA, client: Client, pool: Sequence[Parameters]) -> list[float]:
     "$L(\\theta^n, D_u)$ for every model of the pool: mean cross-entropy on the client's training data (Eq. 5)."
@@ -152,6 +158,7 @@ def cluster_losses(self: IFCA, client: Client, pool: Sequence[Parameters]) -> li
         losses.append(out["loss"] / max(out["num_examples"], 1))
     return losses
 
+# %% ../../nbs/60_ifca.ipynb #537aca0a
 @patch
 def choose_cluster(self: IFCA, client: Client, ins: FitIns) -> int:
     "A uniformly random model while exploring, else the lowest local loss (Eq. 5)."
@@ -160,6 +167,7 @@ def choose_cluster(self: IFCA, client: Client, ins: FitIns) -> int:
         return int(torch.randint(len(pool), (1,), generator=self.generator(round, client.id, "explore")))
     return select_cluster(self.cluster_losses(client, pool))
 
+# %% ../../nbs/60_ifca.ipynb #29572400
 @patch
 def client_fit(self: IFCA, client: Client, ins: FitIns) -> FitRes:
     "Choose a model, train it (head only while exploring), upload it with the cluster identity $n_u$."
@@ -178,6 +186,7 @@ def trains_encoder(self: IFCA, context: dict) -> bool:
     if context["explore"]: return False
     return self.encoder_epochs is None or context["step"] < self.encoder_epochs * context["steps_per_epoch"]
 
+# %% ../../nbs/60_ifca.ipynb #b352fef7
 @patch
 def loss(self: IFCA, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor:
     "Cross-entropy (Eq. 4); with a frozen encoder, features are computed without gradients (eval mode) and only the head learns."
@@ -190,6 +199,7 @@ def loss(self: IFCA, model: nn.Module, x: torch.Tensor, y: torch.Tensor, context
     with torch.no_grad(): features = model.features(x)
     return F.cross_entropy(model.head(features), y)
 
+# %% ../../nbs/60_ifca.ipynb #80466637
 @patch
 def encoder_keys(self: IFCA) -> list[str]:
     "The shared state-dict entries of the encoder (`features.*`)."
@@ -228,12 +238,14 @@ def configure_evaluate(self: IFCA, round: int, clients: Sequence[Client]) -> lis
     ins = EvaluateIns(parameters={}, config={"round": round}, payload={"pool": self.server["pool"]})
     return [(client, ins) for client in clients]
 
+# %% ../../nbs/60_ifca.ipynb #2e97f8e3
 @patch
 def evaluation_cluster(self: IFCA, client: Client, pool: Sequence[Parameters]) -> int:
     "The cluster a client is evaluated with: its last choice, or Eq. 5 if it has none yet."
     cluster = client.state.get("cluster")
     return select_cluster(self.cluster_losses(client, pool)) if cluster is None else int(cluster)
 
+# %% ../../nbs/60_ifca.ipynb #d215c0db
 @patch
 def client_model(self: IFCA, client: Client, pool: Sequence[Parameters] | None = None) -> nn.Module:
     "The working model loaded with `client`'s cluster model (and its local part); use it before another run reuses the clients."
@@ -244,6 +256,7 @@ def client_model(self: IFCA, client: Client, pool: Sequence[Parameters] | None =
         self._eval_loaded = params
     return self.model
 
+# %% ../../nbs/60_ifca.ipynb #fb8bf77c
 @patch
 def client_evaluate(self: IFCA, client: Client, ins: EvaluateIns) -> EvaluateRes:
     "Accuracy of the client's cluster model on its test split; `cluster` is the identity used."
@@ -254,6 +267,7 @@ def client_evaluate(self: IFCA, client: Client, ins: EvaluateIns) -> EvaluateRes
     return EvaluateRes(loss=out["loss"] / n if n else float("nan"), num_examples=n,
                        metrics={"accuracy": out["correct"] / n if n else float("nan"), "correct": out["correct"], "cluster": cluster})
 
+# %% ../../nbs/60_ifca.ipynb #83300b15
 @patch
 def server_evaluate(self: IFCA, round: int) -> dict:
     "`cluster_ari`: adjusted Rand index between the clients' cluster identities and their true groups (`domain`), when known."
@@ -268,6 +282,7 @@ def cluster_identities(history: History) -> pd.DataFrame:
     if "cluster" not in frame: raise ValueError("the history has no cluster identities; it was not made by IFCA / CP-CFL")
     return frame.pivot(index="client", columns="round", values="cluster")
 
+# %% ../../nbs/60_ifca.ipynb #4aa8f96e
 def plot_cluster_identities(history: History, groups: Sequence | None = None, ax=None, title: str | None = None):
     "Figure 5: cluster identity of every client (rows, sorted by true group) in every round (columns); a dashed line ends the exploration."
     import matplotlib.pyplot as plt

@@ -36,6 +36,7 @@ def farthest_point_seeds(first: np.ndarray, candidates: np.ndarray, num_clusters
         nearest[pick] = -np.inf                                  # never picked twice
     return np.stack(seeds)
 
+# %% ../../nbs/51_kfed.ipynb #87d6d951
 def kfed_merge(local_centroids: Sequence[np.ndarray], num_clusters: int, seed: int = 0) -> np.ndarray:
     "k-FED's server step: farthest-point seeds from the first client's centroids, then Lloyd's k-means on all of them."
     local = [np.asarray(c, dtype=np.float64) for c in local_centroids if len(c)]

@@ -11,15 +11,21 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from fastcore.basics import patch
 from ..engine import EvaluateIns, EvaluateRes, batch_indices, evaluate_model, make_evaluate_res, register_algorithm
 from ..federation import Client
 from .fedavg import FedAvg
 
+# %% auto #0
+__all__ = ['sgd_step', 'PerFedAvg']
+
+# %% ../../nbs/37_perfedavg.ipynb #d63d423e
 def sgd_step(model: nn.Module, loss: torch.Tensor, step_size: float) -> None:
     "One plain gradient step of size `step_size` on `loss` for all of `model`'s parameters."
     grads = torch.autograd.grad(loss, list(model.parameters()))
     with torch.no_grad(): torch._foreach_add_(list(model.parameters()), list(grads), alpha=-step_size)
 
+# %% ../../nbs/37_perfedavg.ipynb #0b2ab5a2
 @register_algorithm
 class PerFedAvg(FedAvg):
     "Per-FedAvg (first-order): MAML-style local steps from batch pairs; personal model = global + one alpha step."
@@ -41,28 +47,29 @@ class PerFedAvg(FedAvg):
         "None: the alpha and beta steps are plain gradient steps, whatever the configured optimiser."
         return None
 
-    def step(self, model: nn.Module, optimizer, loss, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor | None:
-        "The first batch of a pair waits; on the second, an alpha step on the first, then the beta step from the start."
-        if "first" not in context: context["first"] = (x, y); return None
-        first_x, first_y = context.pop("first")
-        start = [p.detach().clone() for p in model.parameters()]
-        sgd_step(model, loss(model, first_x, first_y, context), self.alpha)
-        value = loss(model, x, y, context)
-        grads = torch.autograd.grad(value, list(model.parameters()))
-        with torch.no_grad():
-            torch._foreach_copy_(list(model.parameters()), start)
-            torch._foreach_add_(list(model.parameters()), list(grads), alpha=-self.beta)
-        return value
+# %% ../../nbs/37_perfedavg.ipynb #42a31b1a
+@patch
+def step(self: PerFedAvg, model: nn.Module, optimizer, loss, x: torch.Tensor, y: torch.Tensor, context: dict) -> torch.Tensor | None:
+    "The first batch of a pair waits; on the second, an alpha step on the first, then the beta step from the start."
+    if "first" not in context: context["first"] = (x, y); return None
+    first_x, first_y = context.pop("first")
+    start = [p.detach().clone() for p in model.parameters()]
+    sgd_step(model, loss(model, first_x, first_y, context), self.alpha)
+    value = loss(model, x, y, context)
+    grads = torch.autograd.grad(value, list(model.parameters()))
+    with torch.no_grad():
+        torch._foreach_copy_(list(model.parameters()), start)
+        torch._foreach_add_(list(model.parameters()), list(grads), alpha=-self.beta)
+    return value
 
-    def client_evaluate(self, client: Client, ins: EvaluateIns) -> EvaluateRes:
-        "The global model after one alpha step on a mini-batch of the client's training data, on its test split."
-        model = self.receive(client, ins)
-        self._eval_loaded = None
-        generator = self.generator(ins.config.get("round", 0), client.id, "adapt")
-        index = batch_indices(client.num_examples, self.training.batch_size, generator)[0].to(self.device)
-        model.train()
-        sgd_step(model, self.loss(model, client.x_train[index], client.y_train[index], {}), self.alpha)
-        return make_evaluate_res(evaluate_model(model, client.x_test, client.y_test, self.training.eval_batch_size))
-
-# %% auto #0
-__all__ = ['sgd_step', 'PerFedAvg']
+# %% ../../nbs/37_perfedavg.ipynb #07893dda
+@patch
+def client_evaluate(self: PerFedAvg, client: Client, ins: EvaluateIns) -> EvaluateRes:
+    "The global model after one alpha step on a mini-batch of the client's training data, on its test split."
+    model = self.receive(client, ins)
+    self._eval_loaded = None
+    generator = self.generator(ins.config.get("round", 0), client.id, "adapt")
+    index = batch_indices(client.num_examples, self.training.batch_size, generator)[0].to(self.device)
+    model.train()
+    sgd_step(model, self.loss(model, client.x_train[index], client.y_train[index], {}), self.alpha)
+    return make_evaluate_res(evaluate_model(model, client.x_test, client.y_test, self.training.eval_batch_size))

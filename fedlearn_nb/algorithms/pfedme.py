@@ -18,6 +18,10 @@ from ..federation import Client
 from .fedavg import FedAvg
 from ..losses import proximal_term
 
+# %% auto #0
+__all__ = ['PFedMe']
+
+# %% ../../nbs/36_pfedme.ipynb #86429708
 @register_algorithm
 class PFedMe(PersonalModels, FedAvg):
     "pFedMe: K proximal steps per batch for the personal model theta, local w moved towards it, server step beta."
@@ -64,6 +68,3 @@ class PFedMe(PersonalModels, FedAvg):
             self.server["params"] = {k: (1 - self.beta) * previous[k] + self.beta * v if torch.is_floating_point(v) else v
                                      for k, v in self.server["params"].items()}
         return metrics
-
-# %% auto #0
-__all__ = ['PFedMe']
