@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from fastcore.basics import patch
 import numpy as np
 import torch
 import torch.nn as nn
@@ -46,6 +47,7 @@ def check_options(given: Mapping[str, Any], function: Callable, set_here: Mappin
 DATA_SPLITS = ("train", "all")
 _LATER_FIELDS = ("data_split", "per_class", "encoder_input", "pooled", "model_seed", "encoder_path", "federation")  # name a run only when set
 
+# %% ../nbs/11d_experiment.ipynb #7c0df633
 @dataclass
 class RunConfig:
     "Everything that defines a run: data, partition, model, algorithm, local training, rounds, participation, seed."
@@ -103,32 +105,6 @@ class RunConfig:
         self.training(); self.settings()  # validate optimizer, lr, steps; seed, participation, eval_every, scheduling
         self._check_options()
 
-    def _check_combinations(self) -> None:
-        "Refuse settings that the partition scheme cannot use, naming the fix."
-        if self.partition == "domains":
-            for key, default, why in (("data_split", "train", "a benchmark's domains keep their own train and test splits"),
-                                      ("test_fraction", None, "a benchmark's clients test on their domain's test split"),
-                                      ("per_class", None, "sample a benchmark with data_kwargs (train_per_class) or partition_kwargs (samples_per_class)")):
-                if getattr(self, key) != default: raise ValueError(f"{key}={getattr(self, key)!r} does not apply to partition='domains': {why}; leave it at {default!r}")
-        if self.partition == "grouped_label_sets" and (self.data_split != "train" or self.test_fraction is not None):
-            raise ValueError("partition='grouped_label_sets' draws every client's test images of its classes from the test split: "
-                             "use data_split='train' and test_fraction=None")
-
-    def _check_options(self) -> None:
-        "Refuse `data_kwargs` / `partition_kwargs` / `encoder_input` the function they go to does not take (or the config sets itself)."
-        from fedlearn_nb import data as data_module
-        from fedlearn_nb.federation import scheme_function
-        if self.partition == "domains": loader, loader_set = data_module.load_benchmark, {"name": "dataset", "root": "the settings' data_root"}
-        else: loader, loader_set = data_module.load_dataset, {"name": "dataset", "root": "the settings' data_root", "split": "data_split"}
-        check_options(self.data_kwargs, loader, loader_set, f"data_kwargs (passed to {loader.__name__})")
-        function = scheme_function(self.partition)
-        set_here = ({"domain_labels": "the benchmark's domains", "seed": "seed"} if self.partition == "domains" else
-                    {"labels": "the dataset", "num_clients": "num_clients", "seed": "seed", "test_labels": "the test split"})
-        check_options(self.partition_kwargs, function, set_here, f"partition_kwargs (passed to {function.__name__})")
-        if self.encoder_input:
-            from fedlearn_nb.selfsupervised import to_encoder_input
-            check_options(self.encoder_input, to_encoder_input, {"images": "the clients' data"}, "encoder_input (passed to to_encoder_input)")
-
     @property
     def run_name(self) -> str:
         "The run folder's name: `name`, or dataset-algorithm-seed plus a short hash of the whole config."
@@ -136,26 +112,11 @@ class RunConfig:
         digest = hashlib.sha256(json.dumps(self.identity(), sort_keys=True, default=str).encode()).hexdigest()[:8]
         return f"{self.dataset}-{self.algorithm.lower()}-seed{self.seed}-{digest}"
 
-    def identity(self) -> dict:
-        "The fields that define the experiment's results (not rounds, device, how clients are scheduled, or where it is written)."
-        return {k: v for k, v in asdict(self).items() if k not in ("rounds", "device", "results_dir", "name", "client_batching", "client_workers")
-                and not (k in _LATER_FIELDS and v == self._default(k))}
-
     @classmethod
     def _default(cls, name: str):
         "The declared default of field `name` (a fresh one for a factory)."
         declared = next(f for f in fields(cls) if f.name == name)
         return declared.default_factory() if callable(declared.default_factory) else declared.default
-
-    def training(self) -> LocalTraining:
-        "The local-training settings of this config."
-        return LocalTraining(epochs=self.local_epochs, steps=self.local_steps, batch_size=self.batch_size, optimizer=self.optimizer,
-                             lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
-
-    def settings(self) -> RunSettings:
-        "How this config's run goes: seed, participation, evaluation, scheduling."
-        return RunSettings(seed=self.seed, fraction=self.fraction, disconnection_rate=self.disconnection_rate, dropout_rate=self.dropout_rate,
-                           eval_every=self.eval_every, client_batching=self.client_batching, client_workers=self.client_workers)
 
     def to_dict(self) -> dict: return asdict(self)
 
@@ -165,6 +126,55 @@ class RunConfig:
         check_keywords(values, [f.name for f in fields(cls)], "unknown RunConfig field in the dict", error=ValueError)
         return cls(**values)
 
+# %% ../nbs/11d_experiment.ipynb #f004c9cb
+@patch
+def _check_combinations(self: RunConfig) -> None:
+    "Refuse settings that the partition scheme cannot use, naming the fix."
+    if self.partition == "domains":
+        for key, default, why in (("data_split", "train", "a benchmark's domains keep their own train and test splits"),
+                                  ("test_fraction", None, "a benchmark's clients test on their domain's test split"),
+                                  ("per_class", None, "sample a benchmark with data_kwargs (train_per_class) or partition_kwargs (samples_per_class)")):
+            if getattr(self, key) != default: raise ValueError(f"{key}={getattr(self, key)!r} does not apply to partition='domains': {why}; leave it at {default!r}")
+    if self.partition == "grouped_label_sets" and (self.data_split != "train" or self.test_fraction is not None):
+        raise ValueError("partition='grouped_label_sets' draws every client's test images of its classes from the test split: "
+                         "use data_split='train' and test_fraction=None")
+
+@patch
+def _check_options(self: RunConfig) -> None:
+    "Refuse `data_kwargs` / `partition_kwargs` / `encoder_input` the function they go to does not take (or the config sets itself)."
+    from fedlearn_nb import data as data_module
+    from fedlearn_nb.federation import scheme_function
+    if self.partition == "domains": loader, loader_set = data_module.load_benchmark, {"name": "dataset", "root": "the settings' data_root"}
+    else: loader, loader_set = data_module.load_dataset, {"name": "dataset", "root": "the settings' data_root", "split": "data_split"}
+    check_options(self.data_kwargs, loader, loader_set, f"data_kwargs (passed to {loader.__name__})")
+    function = scheme_function(self.partition)
+    set_here = ({"domain_labels": "the benchmark's domains", "seed": "seed"} if self.partition == "domains" else
+                {"labels": "the dataset", "num_clients": "num_clients", "seed": "seed", "test_labels": "the test split"})
+    check_options(self.partition_kwargs, function, set_here, f"partition_kwargs (passed to {function.__name__})")
+    if self.encoder_input:
+        from fedlearn_nb.selfsupervised import to_encoder_input
+        check_options(self.encoder_input, to_encoder_input, {"images": "the clients' data"}, "encoder_input (passed to to_encoder_input)")
+
+# %% ../nbs/11d_experiment.ipynb #f99b4dcb
+@patch
+def identity(self: RunConfig) -> dict:
+    "The fields that define the experiment's results (not rounds, device, how clients are scheduled, or where it is written)."
+    return {k: v for k, v in asdict(self).items() if k not in ("rounds", "device", "results_dir", "name", "client_batching", "client_workers")
+            and not (k in _LATER_FIELDS and v == self._default(k))}
+
+@patch
+def training(self: RunConfig) -> LocalTraining:
+    "The local-training settings of this config."
+    return LocalTraining(epochs=self.local_epochs, steps=self.local_steps, batch_size=self.batch_size, optimizer=self.optimizer,
+                         lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
+
+@patch
+def settings(self: RunConfig) -> RunSettings:
+    "How this config's run goes: seed, participation, evaluation, scheduling."
+    return RunSettings(seed=self.seed, fraction=self.fraction, disconnection_rate=self.disconnection_rate, dropout_rate=self.dropout_rate,
+                       eval_every=self.eval_every, client_batching=self.client_batching, client_workers=self.client_workers)
+
+# %% ../nbs/11d_experiment.ipynb #469efa3d
 _dataclass_init = RunConfig.__init__
 
 @functools.wraps(_dataclass_init)
@@ -198,6 +208,7 @@ def _images_step(config: RunConfig) -> Callable | None:
         then = functools.partial(to_encoder_input, **config.encoder_input)
     return FederationSpec.from_dict(config.federation).transform(then)
 
+# %% ../nbs/11d_experiment.ipynb #d62b175f
 def unused_training_data(config: RunConfig, data_root: str | Path | None = None):
     "The training images of a config's data that none of its clients holds (what its per-class draws leave), prepared as the clients' are; None if none."
     from fedlearn_nb import data as data_module
@@ -221,6 +232,7 @@ def unused_training_data(config: RunConfig, data_root: str | Path | None = None)
     return data_module.LabelledData(x if step is None else step(x), torch.cat([part.y for part in rest]), list(rest[0].classes),
                                     f"{config.dataset} (unused training images)", rest[0].note)
 
+# %% ../nbs/11d_experiment.ipynb #99adc30c
 def build_model_for(config: RunConfig, data: FederatedData) -> nn.Module:
     "The model a config names, sized for the federation's images and classes (seeded by `model_seed`, or derived from `seed`)."
     from fedlearn_nb.models import build_model
@@ -251,6 +263,7 @@ def run_folder(config: RunConfig) -> Path:
     results_dir = Path(config.results_dir) if config.results_dir else load_settings().results_dir
     return Path(results_dir) / config.run_name
 
+# %% ../nbs/11d_experiment.ipynb #3db7f829
 BACKENDS: dict[str, Callable[..., History]] = {}  # name -> run(config, resume=, progress=, data=, callbacks=) on another engine
 
 def register_backend(name: str, function: Callable[..., History]) -> None:
@@ -273,6 +286,7 @@ def get_backend(name: str) -> Callable[..., History]:
         raise ValueError(f"unknown backend {name!r}; use 'inprocess' or one of {offered}")
     return BACKENDS[key]
 
+# %% ../nbs/11d_experiment.ipynb #091c6820
 def run(config: RunConfig, resume: bool = True, progress: bool = True, data: FederatedData | None = None,
         callbacks: Sequence[Callable[[int, dict], None]] = (), backend: str = "inprocess", parts: dict | None = None) -> History:
     "Build and run the experiment `config` describes in its run folder, resuming an interrupted run; `data` replaces the built federation."
