@@ -21,7 +21,7 @@ import torch
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
-from fedlearn_nb.clustering import kmeans, kmeans_inertia
+from fedlearn_nb.kmeans import kmeans, kmeans_inertia
 from fedlearn_nb.data import DatasetNotFoundError, load_dataset
 
 

@@ -1,7 +1,7 @@
 """FINCH, the parameter-free first-neighbour clustering hierarchy that FedCCL (Eqs. 8-10, 13-14), FPL and
 FedPLVM use to turn many feature vectors into a few prototypes, written in torch for CPU or GPU;
-FedPLCC's weighted FINCH* (FedPLCC Eqs. 9-10); and the k-means, fuzzy c-means, nearest-centroid assignment
-(CCFC Eq. 3) and clustering scores of the federated clustering methods.
+FedPLCC's weighted FINCH* (FedPLCC Eqs. 9-10); and the fuzzy c-means, nearest-centroid assignment
+(CCFC Eq. 3) and clustering scores of the federated clustering methods (their k-means is `fedlearn_nb.kmeans`).
 
 Docs: https://fedlearn-nb.github.io/fedlearn_nb/clustering.html.md"""
 
@@ -22,14 +22,14 @@ import torch
 import torch.nn.functional as F
 
 from .core import choose_device
+from .kmeans import check_num_clusters, kmeans, kmeans_plusplus
 from .metrics import ari, clustering_accuracy, kappa, nmi
 
 # %% auto #0
 __all__ = ['DISTANCES', 'check_distance', 'as_points', 'first_neighbours', 'adjacency_matrix', 'canonical_labels',
            'first_neighbour_clusters', 'cluster_means', 'FinchResult', 'finch', 'plot_hierarchy', 'WeightedFinchResult',
-           'weighted_finch', 'check_num_clusters', 'kmeans_plusplus', 'kmeans', 'kmeans_inertia', 'FuzzyCMeansResult',
-           'fuzzy_memberships', 'fuzzy_cmeans', 'assign_to_centroids', 'clustering_scores', 'flatten_images',
-           'centralised_clustering']
+           'weighted_finch', 'FuzzyCMeansResult', 'fuzzy_memberships', 'fuzzy_cmeans', 'assign_to_centroids',
+           'clustering_scores', 'flatten_images', 'centralised_clustering']
 
 # %% ../nbs/06_clustering.ipynb #112e81f6
 DISTANCES = ("cosine", "euclidean")
@@ -473,234 +473,6 @@ def weighted_finch(x, weights, distance: str = "cosine", centroid: str = "plain"
         sums.append(torch.zeros(count, dtype=torch.float64, device=mass.device).index_add_(0, index, mass).to(base.points.dtype))
     return WeightedFinchResult(base.partitions, base.points, distance, mass, centroid, centroids, sums)
 
-# %% ../nbs/06_clustering.ipynb #d05daa29
-_KMEANS_BLOCK = 2**21       # on an accelerator: distance entries (rows x centroids of all restarts) computed at once
-_KMEANS_CPU_ROWS = 2048     # on the CPU: rows per block, so that a block's distances and sums stay in cache
-_KMEANS_CHECK_EVERY = 8     # on an accelerator: iterations between two looks (host synchronisations) at the converged restarts
-
-def _as_array(points: Any) -> np.ndarray:
-    "Points as a 2-D float NumPy array (torch tensors on any device are copied to the CPU)."
-    array = points.detach().cpu().numpy() if isinstance(points, torch.Tensor) else np.asarray(points)
-    if array.ndim != 2: raise ValueError(f"points must be a 2-D (N, D) array, got shape {array.shape}; flatten images with .reshape(len(x), -1)")
-    if not np.issubdtype(array.dtype, np.floating): array = array.astype(np.float64)
-    return array
-
-def check_num_clusters(num_clusters: Any) -> int:
-    "`num_clusters` as an int if it is a positive integer, else a ValueError."
-    if isinstance(num_clusters, bool) or not isinstance(num_clusters, (int, np.integer)) or num_clusters < 1:
-        raise ValueError(f"num_clusters must be a positive integer, got {num_clusters!r}")
-    return int(num_clusters)
-
-def _positive_integer(value: Any, name: str, meaning: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer ({meaning}), got {value!r}")
-    return int(value)
-
-# %% ../nbs/06_clustering.ipynb #218af66a
-def _kmeans_problem(points: Any, num_clusters: Any, sample_weight: Any) -> tuple[torch.Tensor, int, torch.Tensor]:
-    "Checked k-means input: points (N, D) as a floating tensor where they are, k <= N, and weights (N,) beside them."
-    points = points.detach() if isinstance(points, torch.Tensor) else torch.as_tensor(np.asarray(points))
-    if points.ndim != 2:
-        raise ValueError(f"points must be a 2-D (N, D) array, got shape {tuple(points.shape)}; flatten images with .reshape(len(x), -1)")
-    if points.shape[0] == 0: raise ValueError("k-means of no points: the client holds no data")
-    if points.shape[1] == 0: raise ValueError("the points have no features (shape (N, 0)); pass (N, D) with D >= 1")
-    if not points.is_floating_point() or points.dtype in (torch.float16, torch.bfloat16): points = points.to(torch.float32)
-    if not torch.isfinite(points).all(): raise ValueError("the points contain NaN or infinite values; remove or impute them before clustering")
-    num_clusters = check_num_clusters(num_clusters)
-    if num_clusters > len(points):
-        raise ValueError(f"{len(points)} points cannot form num_clusters={num_clusters} clusters; lower num_clusters to at most {len(points)}")
-    if sample_weight is None: return points, num_clusters, torch.ones(len(points), dtype=points.dtype, device=points.device)
-    weights = sample_weight.detach() if isinstance(sample_weight, torch.Tensor) else torch.as_tensor(np.asarray(sample_weight, dtype=np.float64))
-    weights = weights.to(device=points.device, dtype=points.dtype)
-    if weights.shape != (len(points),):
-        raise ValueError(f"sample_weight must hold one weight per point, shape ({len(points)},), got {tuple(weights.shape)}")
-    if not (torch.isfinite(weights).all() and (weights >= 0).all() and weights.sum() > 0):
-        raise ValueError("sample_weight must be finite and >= 0, with a positive sum")
-    return points, num_clusters, weights
-
-def _blocks(points: torch.Tensor, width: int) -> list[tuple[int, int]]:
-    "Row ranges of the blocks of a pass against `width` centroids: cache-sized on the CPU, large on an accelerator."
-    size = _KMEANS_CPU_ROWS if points.device.type == "cpu" else max(1, _KMEANS_BLOCK // max(1, width))
-    return [(start, min(start + size, len(points))) for start in range(0, len(points), size)]
-
-def _squared_distances(centres: torch.Tensor, rows: torch.Tensor, row_norms: torch.Tensor) -> torch.Tensor:
-    "||c - x||^2 (m, n) of centres (m, D) and rows (n, D) with squared norms (n,), clipped at 0."
-    return torch.addmm((centres * centres).sum(1)[:, None], centres, rows.T, alpha=-2).add_(row_norms).clamp_min_(0)
-
-# %% ../nbs/06_clustering.ipynb #ea20c397
-def _kmeans_uniforms(restarts: int, num_clusters: int, seed: int, generator: torch.Generator | None, device) -> tuple[torch.Tensor, int]:
-    "Every uniform draw of k-means++ for `restarts` restarts, (R, 1 + (k-1) L), made on the CPU; and L, the candidates per step."
-    trials = 2 + int(math.log(num_clusters))                               # scikit-learn's number of local trials
-    if generator is None: generator = torch.Generator().manual_seed(int(seed) % 2**63)
-    elif generator.device.type != "cpu":
-        raise ValueError("generator must be a CPU torch.Generator: the draws are made on the CPU, so one seed gives the same draws on every device")
-    return torch.rand(restarts, 1 + (num_clusters - 1) * trials, generator=generator, dtype=torch.float64).to(device), trials
-
-def _plusplus(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, num_clusters: int,
-              uniforms: torch.Tensor, trials: int) -> torch.Tensor:
-    "Greedy k-means++ for R restarts at once: the indices (R, k) of the chosen points, from the uniform draws (R, 1 + (k-1) L)."
-    count, restarts = len(points), len(uniforms)
-    total = torch.cumsum(weights.double(), 0)                                          # (N,)
-    first = torch.searchsorted(total, (uniforms[:, :1] * total[-1]).contiguous()).squeeze(1).clamp_max_(count - 1)   # p ∝ w
-    chosen = [first]
-    closest = _squared_distances(points[first], points, norms)                         # (R, N): D(x)^2
-    for step in range(1, num_clusters):
-        cumulative = torch.cumsum((closest * weights).double(), 1)                     # (R, N)
-        draws = uniforms[:, 1 + (step - 1) * trials: 1 + step * trials] * cumulative[:, -1:]
-        candidates = torch.searchsorted(cumulative, draws.contiguous()).clamp_max_(count - 1)   # (R, L): p ∝ w D(x)^2
-        flat = points[candidates.reshape(-1)]                                          # (R L, D)
-        potential = torch.zeros(restarts, trials, dtype=torch.float64, device=points.device)
-        for start, stop in _blocks(points, restarts * trials):                        # sum_i w_i min(D(x_i)^2, ||x_i - candidate||^2)
-            part = _squared_distances(flat, points[start:stop], norms[start:stop]).view(restarts, trials, -1)
-            potential += (torch.minimum(part, closest[:, None, start:stop]) * weights[start:stop]).sum(2)
-        best = candidates.gather(1, potential.argmin(1, keepdim=True)).squeeze(1)       # (R,): the candidate that lowers it most
-        chosen.append(best)
-        closest = torch.minimum(closest, _squared_distances(points[best], points, norms))
-    return torch.stack(chosen, 1)
-
-# %% ../nbs/06_clustering.ipynb #be41c6d1
-def _lloyd_pass(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, centroids: torch.Tensor,
-                previous: torch.Tensor | None = None, sums: torch.Tensor | None = None, mass: torch.Tensor | None = None,
-                bounds: tuple[torch.Tensor, torch.Tensor] | None = None, margin: float = 0.0):
-    """One pass over the points in blocks, for R restarts at once: each point's nearest centroid (labels (R, N)) and its
-    squared distance to it (R, N); the clusters' weighted sums (R k, D) and masses (R k,), computed, or updated in place
-    from the `previous` labels by the points that changed cluster; and how many did, per restart (R,). With `bounds`
-    (upper, lower) (R, N) and `previous` labels, a row whose distance to its centroid is surely below its distance to
-    every other one in every restart (upper + margin < lower, Hamerly's test) keeps its labels unlooked at; the bounds of
-    the rows looked at are set to their distances to the nearest and second-nearest centroids."""
-    restarts, k, dim = centroids.shape
-    flat = centroids.reshape(restarts * k, dim)                                        # (R k, D)
-    squares = (flat * flat).sum(1)[:, None]                                            # (R k, 1)
-    offsets = (torch.arange(restarts, device=points.device) * k)[:, None]              # (R, 1): restart r's clusters are r k + j
-    labels = previous.clone() if previous is not None else torch.empty(restarts, len(points), dtype=torch.long, device=points.device)
-    nearest = torch.empty(restarts, len(points), dtype=points.dtype, device=points.device)
-    moved = torch.zeros(restarts, dtype=torch.long, device=points.device)
-    if previous is None:
-        dtype = torch.float64 if points.device.type == "cpu" else points.dtype
-        sums = torch.zeros(restarts * k, dim, dtype=dtype, device=points.device)
-        mass = torch.zeros(restarts * k, dtype=dtype, device=points.device)
-    for start, stop in _blocks(points, restarts * k):
-        rows, row_norms, at = points[start:stop], norms[start:stop], slice(start, stop)
-        if bounds is not None and previous is not None:
-            upper, lower = bounds[0][:, start:stop], bounds[1][:, start:stop]
-            nearest[:, start:stop] = upper.square()                                    # an upper bound where the row is not looked at
-            look = (upper + margin >= lower).any(0).nonzero().squeeze(1)               # rows that may change cluster in some restart
-            if len(look) == 0: continue
-            if 2 * len(look) < stop - start: rows, row_norms, at = rows[look], row_norms[look], look + start   # else the whole block: no gather
-        scores = torch.addmm(squares, flat, rows.T, alpha=-2).view(restarts, k, -1)    # (R, k, n): ||c||^2 - 2 c.x
-        values, index = scores.min(1)                                                  # (R, n)
-        labels[:, at], nearest[:, at] = index, (values + row_norms).clamp_min_(0)
-        if bounds is not None:
-            bounds[0][:, at] = nearest[:, at].sqrt()
-            bounds[1][:, at] = (scores.scatter(1, index[:, None], torch.inf).amin(1) + row_norms).clamp_min_(0).sqrt()
-        index = index + offsets
-        if previous is None:                                                           # the sums afresh
-            onehot = torch.zeros(restarts * k, len(rows), dtype=points.dtype, device=points.device)
-            onehot.scatter_(0, index, weights[at].expand(restarts, -1))                # (R k, n): w_i in row (r, label)
-            sums += onehot @ rows
-            mass += onehot.sum(1)
-            continue
-        before = previous[:, at] + offsets
-        changed = index != before                                                      # (R, n)
-        moved += changed.sum(1)
-        which = changed.any(0).nonzero().squeeze(1)                                    # rows that changed in some restart
-        if len(which) == 0: continue
-        change = changed[:, which] * weights[at][which].to(sums.dtype)                 # (R, m)
-        delta = torch.zeros(restarts * k, len(which), dtype=sums.dtype, device=points.device)
-        delta.scatter_add_(0, index[:, which], change).scatter_add_(0, before[:, which], -change)   # +w to the new cluster, -w to the old
-        sums.addmm_(delta, rows[which].to(sums.dtype))
-        mass += delta.sum(1)
-    return labels, nearest, sums, mass, moved
-
-# %% ../nbs/06_clustering.ipynb #c11fe102
-def _kmeans_means(points: torch.Tensor, sums: torch.Tensor, mass: torch.Tensor, nearest: torch.Tensor) -> torch.Tensor:
-    "The clusters' weighted means (R, k, D); an empty cluster moves to a point far from its centroid (the farthest first)."
-    restarts = len(nearest)
-    mass = mass.view(restarts, -1)                                                     # (R, k)
-    means = (sums.view(restarts, mass.shape[1], -1) / mass.clamp_min(torch.finfo(sums.dtype).tiny)[..., None]).to(points.dtype)
-    empty = mass <= 0
-    farthest = nearest.topk(mass.shape[1], dim=1).indices                              # (R, k)
-    rank = (empty.cumsum(1) - 1).clamp_min_(0)                                         # the e-th empty cluster takes the e-th farthest point
-    return torch.where(empty[..., None], points[farthest.gather(1, rank)], means)
-
-# %% ../nbs/06_clustering.ipynb #0546f6d5
-def _lloyd(points: torch.Tensor, norms: torch.Tensor, weights: torch.Tensor, centroids: torch.Tensor, max_iter: int,
-           tolerance: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    "Lloyd's iterations for R restarts at once, each until it converges: the final centroids (R, k, D) and iterations run (R,)."
-    restarts, k, _ = centroids.shape
-    cpu = points.device.type == "cpu"
-    final, active = centroids.clone(), torch.arange(restarts, device=points.device)
-    iterations = torch.zeros(restarts, dtype=torch.long, device=points.device)
-    done = torch.zeros(restarts, dtype=torch.bool, device=points.device)
-    previous = sums = mass = None
-    # on the CPU, Hamerly's bounds: an upper bound on each point's distance to its centroid, a lower one to the others
-    bounds = (torch.empty(restarts, len(points), dtype=points.dtype), torch.empty(restarts, len(points), dtype=points.dtype)) if cpu else None
-    margin = 1e-4 * float(norms.max().sqrt()) if cpu else 0.0                          # well above float32 rounding of the distances
-    for iteration in range(1, max_iter + 1):
-        labels, nearest, sums, mass, moved = _lloyd_pass(points, norms, weights, centroids, previous if cpu else None, sums, mass, bounds, margin)
-        updated = _kmeans_means(points, sums, mass, nearest)
-        converged = (updated - centroids).pow(2).sum((1, 2)) <= tolerance              # the centroids moved less than tol
-        if previous is not None: converged |= (moved == 0) if cpu else (labels == previous).all(1)   # or no label changed
-        updated = torch.where(done[:, None, None], centroids, updated)                 # a converged restart is frozen
-        if cpu:                                                                        # the centroids moved: widen the bounds
-            shift = (updated - centroids).norm(dim=2)                                  # (R, k)
-            bounds[0].add_(shift.gather(1, labels)); bounds[1].sub_(shift.amax(1, keepdim=True))
-        centroids = updated
-        iterations[active] += (~done).long()
-        done |= converged
-        previous = labels
-        if iteration % (1 if cpu else _KMEANS_CHECK_EVERY) and iteration < max_iter: continue
-        if bool(done.all()): break                                                     # the host looks: a synchronisation
-        if bool(done.any()):                                                           # the converged restarts leave the batch
-            final[active[done]] = centroids[done]
-            kept = (~done).nonzero().squeeze(1)
-            rows = (kept[:, None] * k + torch.arange(k, device=points.device)).reshape(-1)
-            active, centroids, done, previous, sums, mass = active[kept], centroids[kept], done[kept], previous[kept], sums[rows], mass[rows]
-            if cpu: bounds = (bounds[0][kept], bounds[1][kept])
-    final[active] = centroids
-    return final, iterations
-
-# %% ../nbs/06_clustering.ipynb #5db32176
-def kmeans_plusplus(points: Any, num_clusters: int, seed: int = 0, sample_weight: Any = None,
-                    generator: torch.Generator | None = None) -> torch.Tensor:
-    "Greedy k-means++ seeds (k, D) of `points` (N, D), in torch where the points are, drawn from `seed` (or `generator`)."
-    points, num_clusters, weights = _kmeans_problem(points, num_clusters, sample_weight)
-    uniforms, trials = _kmeans_uniforms(1, num_clusters, seed, generator, points.device)
-    return points[_plusplus(points, (points * points).sum(1), weights, num_clusters, uniforms, trials)[0]]
-
-def kmeans(points: Any, num_clusters: int, seed: int = 0, n_init: int = 10, init: Any = None, sample_weight: Any = None,
-           max_iter: int = 300, tol: float = 1e-4, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    "k-means (Lloyd) from k-means++ seeds, `n_init` restarts in one batch (or from `init`), where the points are: centroids (k, D), labels (N,)."
-    points, num_clusters, weights = _kmeans_problem(points, num_clusters, sample_weight)
-    n_init = _positive_integer(n_init, "n_init", "the number of k-means++ restarts")
-    max_iter = _positive_integer(max_iter, "max_iter", "the most Lloyd iterations of a restart")
-    if isinstance(tol, bool) or not float(tol) >= 0: raise ValueError(f"tol must be a number >= 0, got {tol!r}")
-    norms = (points * points).sum(1)                                                   # (N,)
-    if init is None:
-        uniforms, trials = _kmeans_uniforms(n_init, num_clusters, seed, generator, points.device)
-        start = points[_plusplus(points, norms, weights, num_clusters, uniforms, trials)]   # (R, k, D)
-    else:
-        start = torch.as_tensor(init.detach() if isinstance(init, torch.Tensor) else np.asarray(init)).to(points.device, points.dtype)
-        if start.shape != (num_clusters, points.shape[1]):
-            raise ValueError(f"init must be ({num_clusters}, {points.shape[1]}) centroids, got {tuple(start.shape)}")
-        start = start[None]
-    tolerance = float(tol) * points.var(0, unbiased=False).mean()                      # scikit-learn's tolerance
-    centroids, _ = _lloyd(points, norms, weights, start, max_iter, tolerance)
-    labels, nearest, *_ = _lloyd_pass(points, norms, weights, centroids)
-    best = (nearest * weights).sum(1).argmin().view(1)                                 # the restart of least inertia, on the device
-    return centroids.index_select(0, best)[0], labels.index_select(0, best)[0]
-
-# %% ../nbs/06_clustering.ipynb #5794bf73
-def kmeans_inertia(points: Any, centroids: Any, sample_weight: Any = None) -> float:
-    "The k-means objective J = sum_i w_i min_j ||x_i - c_j||^2 of `centroids` (k, D) on `points` (N, D), in float64."
-    points, _, weights = _kmeans_problem(points, 1, sample_weight)
-    points, weights = points.double(), weights.double()
-    centroids = torch.as_tensor(centroids.detach() if isinstance(centroids, torch.Tensor) else np.asarray(centroids)).to(points)
-    if centroids.ndim != 2 or centroids.shape[1] != points.shape[1]:
-        raise ValueError(f"centroids must be (k, {points.shape[1]}), got {tuple(centroids.shape)}")
-    nearest = _squared_distances(centroids, points, (points * points).sum(1)).amin(0)   # (N,)
-    return float((nearest * weights).sum())
-
 # %% ../nbs/06_clustering.ipynb #af29a614
 @dataclass
 class FuzzyCMeansResult:
@@ -719,6 +491,13 @@ class FuzzyCMeansResult:
     def supports(self) -> np.ndarray:
         "Each cluster's support $\\sum_i u_{ij}$ (FFCM's weight of a local centroid)."
         return self.memberships.sum(0)
+
+def _as_array(points: Any) -> np.ndarray:
+    "Points as a 2-D float NumPy array (torch tensors on any device are copied to the CPU)."
+    array = points.detach().cpu().numpy() if isinstance(points, torch.Tensor) else np.asarray(points)
+    if array.ndim != 2: raise ValueError(f"points must be a 2-D (N, D) array, got shape {array.shape}; flatten images with .reshape(len(x), -1)")
+    if not np.issubdtype(array.dtype, np.floating): array = array.astype(np.float64)
+    return array
 
 def _fcm_points(points: Any):
     "Points for FCM: a float64 NumPy array on the CPU (fastest for small matrices), a float32 tensor on an accelerator."

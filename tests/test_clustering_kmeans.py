@@ -1,4 +1,4 @@
-"""Torch k-means (fedlearn_nb.clustering.kmeans) against scikit-learn's KMeans.
+"""Torch k-means (fedlearn_nb.kmeans.kmeans) against scikit-learn's KMeans.
 
 The tolerance: with the same number of k-means++ restarts, our objective (inertia) is at most 1% above scikit-learn's
 best (`RELATIVE_TOLERANCE`); the two draw different seeds, so neither is always lower. From the same starting
@@ -11,7 +11,7 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import load_digits, make_blobs
 from sklearn.metrics import adjusted_rand_score
 
-from fedlearn_nb.clustering import kmeans, kmeans_inertia, kmeans_plusplus
+from fedlearn_nb.kmeans import kmeans, kmeans_inertia, kmeans_plusplus
 from fedlearn_nb.core import load_settings
 from fedlearn_nb.data import DatasetNotFoundError, load_dataset
 

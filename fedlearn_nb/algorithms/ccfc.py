@@ -21,7 +21,7 @@ from ..engine import EvaluateIns, EvaluateRes, FitIns, FitRes, get_parameters, r
 from ..federation import Client
 from ..models import SplitModel, register_model
 from .federated_clustering import FederatedClustering
-from ..clustering import kmeans
+from ..kmeans import kmeans
 from ..losses import ccfc_model_contrastive_loss, cluster_contrastive_loss, simsiam_loss
 from ..selfsupervised import augmented_view
 

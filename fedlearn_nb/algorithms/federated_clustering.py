@@ -20,7 +20,8 @@ from fastcore.basics import patch
 from ..engine import Algorithm, EvaluateIns, EvaluateRes, extract_features
 from ..core import derive_seed
 from ..federation import Client, FederatedData
-from ..clustering import check_num_clusters, check_distance, assign_to_centroids, clustering_scores, kmeans
+from ..clustering import check_distance, assign_to_centroids, clustering_scores
+from ..kmeans import check_num_clusters, kmeans
 
 # %% auto #0
 __all__ = ['FederatedClustering']

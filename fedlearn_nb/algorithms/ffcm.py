@@ -16,7 +16,8 @@ from fastcore.basics import patch
 from ..engine import FitIns, FitRes, register_algorithm
 from ..federation import Client
 from .federated_clustering import FederatedClustering
-from ..clustering import fuzzy_cmeans, kmeans
+from ..clustering import fuzzy_cmeans
+from ..kmeans import kmeans
 
 # %% auto #0
 __all__ = ['AGGREGATIONS', 'average_centroids', 'FFCM']

@@ -15,7 +15,7 @@ import torch
 from ..engine import FitIns, FitRes, register_algorithm
 from ..federation import Client
 from .federated_clustering import FederatedClustering
-from ..clustering import kmeans
+from ..kmeans import kmeans
 
 # %% auto #0
 __all__ = ['farthest_point_seeds', 'kfed_merge', 'KFed']

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from ..core import torch_generator
 from ..engine import batch_indices, extract_features, get_parameters, register_algorithm
 from ..models import SplitModel, build_model, register_model
-from ..clustering import kmeans
+from ..kmeans import kmeans
 from ..losses import dcn_loss
 from .sdafc import SyntheticDataClustering
 

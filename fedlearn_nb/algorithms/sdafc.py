@@ -24,7 +24,8 @@ from ..engine import FitIns, FitRes, LocalTraining, get_parameters, register_alg
 from ..federation import Client
 from .federated_clustering import FederatedClustering
 from ..losses import discriminator_loss, generator_loss
-from ..clustering import fuzzy_cmeans, kmeans
+from ..clustering import fuzzy_cmeans
+from ..kmeans import kmeans
 
 # %% auto #0
 __all__ = ['GAN_MODES', 'SYNTHETIC_CACHE_SIZE', 'SERVER_CLUSTERINGS', 'Generator', 'Discriminator', 'GAN', 'build_gan',

@@ -22,7 +22,7 @@ __all__ = ['LAYERS', 'layer_of', 'Import', 'module_files', 'imports_of', 'import
 # %% ../../nbs/96_layers.ipynb #83e87ac3
 LAYERS: dict[str, int] = {  # module (dotted, below the package) -> rank; a module imports only ranks <= its own
     "core": 0, "readers": 1, "standins": 2, "data": 3, "metrics": 3, "partition": 4, "federation": 5, "models": 6,
-    "clustering": 7, "losses": 7, "adversarial": 7, "toys": 7,
+    "kmeans": 7, "clustering": 7, "losses": 7, "adversarial": 7, "toys": 7,
     "selfsupervised": 8, "engine": 9, "history": 10, "execution": 10, "loop": 11, "experiment": 12,
     "reporting": 13, "algorithms": 14, "tools": 15,
 }

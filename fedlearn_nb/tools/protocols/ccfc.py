@@ -27,7 +27,8 @@ from IPython.display import display
 from matplotlib.ticker import MaxNLocator
 from sklearn.manifold import TSNE
 
-from ...clustering import centralised_clustering, clustering_scores, flatten_images, kmeans
+from ...clustering import centralised_clustering, clustering_scores, flatten_images
+from ...kmeans import kmeans
 from ...core import atomic_write_csv, atomic_write_json, read_json, run_metadata
 from ...data import DatasetNotFoundError, dataset_info, load_dataset, subsample_per_class
 from ...engine import set_parameters
