@@ -55,12 +55,13 @@ SCALES = {
         "fig6_alphas": [0.05, 0.5], "fig6_methods": ["FedAvg", "FedCCL"], "fig5_alphas": [0.05, 5.0],
         "attack_train_steps": 1, "pgd_eval_steps": 20, "robust_test_per_class": 10,
     },
-    "quick": {  # about 15 CPU-minutes per seed at one thread; every cut is listed next to its table
+    "quick": {  # every cut is listed next to its table; MNIST and Fashion-MNIST: all their training images, 5 rounds
         "inter_datasets": ["digit5", "office10", "domainnet10"], "intra_datasets": ["mnist", "fashion_mnist", "cifar10"], "seeds": "0,1,2",
         "inter": dict(rounds=20, local_epochs=1, optimizer="adam", lr=1e-3, momentum=0.0, batch_size=64,
                       samples_per_class=10, test_per_class=50, model="fedccl_cnn5", final_window=5),
-        "intra": dict(rounds=10, num_clients=10, optimizer="sgd", lr=0.01, momentum=0.9, batch_size=64,
-                      train_per_class={"mnist": 1000, "fashion_mnist": 1000, "cifar10": 400}, test_per_class=200, final_window=3),
+        "intra": dict(rounds={"mnist": 5, "fashion_mnist": 5, "cifar10": 10}, num_clients=10, optimizer="sgd", lr=0.01, momentum=0.9,
+                      batch_size=64, train_per_class={"mnist": None, "fashion_mnist": None, "cifar10": 400}, test_per_class=200,
+                      final_window=3),
         "fig6_alphas": [0.05, 0.5, 5.0], "fig6_methods": ["FedAvg", "FedProto", "FedCCL"], "fig5_alphas": [0.05, 0.5, 5.0],
         "attack_train_steps": 1, "pgd_eval_steps": 20, "robust_test_per_class": 50,
     },
@@ -369,9 +370,11 @@ def check_data(self: FedCCLProtocol) -> None:
 # %% ../../../nbs/95a_protocol_fedccl.ipynb #079a2481
 @patch
 def training(self: FedCCLProtocol, dataset: str) -> dict:
-    "The scale's training settings for `dataset`: inter-domain, or intra-domain with the dataset's model and local epochs."
+    "The scale's training settings for `dataset`: inter-domain, or intra-domain with the dataset's rounds, model and local epochs."
     if dataset in INTER: return self.config["inter"]
-    return {**self.config["intra"], "local_epochs": INTRA[dataset]["local_epochs"], "model": INTRA[dataset]["model"]}
+    rounds = self.config["intra"]["rounds"]   # one number, or one per dataset
+    return {**self.config["intra"], "rounds": rounds[dataset] if isinstance(rounds, dict) else rounds,
+            "local_epochs": INTRA[dataset]["local_epochs"], "model": INTRA[dataset]["model"]}
 
 # %% ../../../nbs/95a_protocol_fedccl.ipynb #94011db5
 @patch
