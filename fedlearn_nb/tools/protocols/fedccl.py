@@ -258,38 +258,42 @@ class FedCCLProtocol:
         self.threads = None   # set by `start`
         self._known: dict = {}   # what the data folder holds, looked up once: (question, *arguments) -> answer
 
-    def _model_kwargs(self) -> dict:
-        "The inter-domain model's options: empty by default (the inter-domain runs and their folders are those of the committed results)."
-        kwargs = {}
-        for name, value in (("backbone_weights", self.backbone_weights), ("backbone", self.backbone)):
-            if value and self.config["inter"]["model"] != "frozen_backbone_mlp":
-                raise ValueError(f"{name} is only used with inter_model='frozen_backbone_mlp' (got inter_model={self.inter_model!r}); "
-                                 f"pass both, or drop {name}")
-        if self.backbone:
-            if self.backbone not in BACKBONES and not str(self.backbone).startswith("timm:"):
-                raise ValueError(f"backbone={self.backbone!r} is not a backbone we can build; use one of {list(BACKBONES)} or 'timm:<model>'")
-            kwargs["backbone"] = str(self.backbone)
-        if self.backbone_weights:
-            try: kwargs["backbone_weights"] = str(resolve_weights_path(self.backbone_weights, self.backbone or "vit_tiny").resolve())
-            except FileNotFoundError as error: raise ValueError(f"backbone_weights={self.backbone_weights!r} is not a file: {error}") from None
-        return kwargs
-
     def _once(self, key: tuple, compute: Callable):
         "`compute()` the first time `key` is asked, its answer after that."
         if key not in self._known: self._known[key] = compute()
         return self._known[key]
 
-    def start(self) -> FedCCLProtocol:
-        "Create the results folder and set the CPU threads; say what runs where, and which methods this installation lacks."
-        self.results.mkdir(parents=True, exist_ok=True)
-        self.threads = set_cpu_threads(self.num_threads, self.scale)
-        if self.config["inter"]["model"] == "frozen_backbone_mlp" and not self.backbone_weights:
-            print("NOTE: inter_model='frozen_backbone_mlp' without backbone_weights: the frozen backbone is RANDOM "
-                  "(a random-feature baseline, not the paper's pre-trained Tiny-ViT)")
-        print(f"scale={self.scale}, seeds={self.seed_list} (secondary tables: {self.secondary_seeds}), device={self.run_device}, "
-              f"{self.threads} thread(s), methods={self.selected}, datasets={self.dataset_names}\nresults -> {self.results}")
-        if self.stand_in: print("SMOKE SCALE: every number below comes from the embedded STAND-IN data (scikit-learn digits), not the paper's datasets.")
-        return self
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #a5d52ed7
+@patch
+def _model_kwargs(self: FedCCLProtocol) -> dict:
+    "The inter-domain model's options: empty by default (the inter-domain runs and their folders are those of the committed results)."
+    kwargs = {}
+    for name, value in (("backbone_weights", self.backbone_weights), ("backbone", self.backbone)):
+        if value and self.config["inter"]["model"] != "frozen_backbone_mlp":
+            raise ValueError(f"{name} is only used with inter_model='frozen_backbone_mlp' (got inter_model={self.inter_model!r}); "
+                             f"pass both, or drop {name}")
+    if self.backbone:
+        if self.backbone not in BACKBONES and not str(self.backbone).startswith("timm:"):
+            raise ValueError(f"backbone={self.backbone!r} is not a backbone we can build; use one of {list(BACKBONES)} or 'timm:<model>'")
+        kwargs["backbone"] = str(self.backbone)
+    if self.backbone_weights:
+        try: kwargs["backbone_weights"] = str(resolve_weights_path(self.backbone_weights, self.backbone or "vit_tiny").resolve())
+        except FileNotFoundError as error: raise ValueError(f"backbone_weights={self.backbone_weights!r} is not a file: {error}") from None
+    return kwargs
+
+# %% ../../../nbs/95a_protocol_fedccl.ipynb #d3b4b09a
+@patch
+def start(self: FedCCLProtocol) -> FedCCLProtocol:
+    "Create the results folder and set the CPU threads; say what runs where, and which methods this installation lacks."
+    self.results.mkdir(parents=True, exist_ok=True)
+    self.threads = set_cpu_threads(self.num_threads, self.scale)
+    if self.config["inter"]["model"] == "frozen_backbone_mlp" and not self.backbone_weights:
+        print("NOTE: inter_model='frozen_backbone_mlp' without backbone_weights: the frozen backbone is RANDOM "
+              "(a random-feature baseline, not the paper's pre-trained Tiny-ViT)")
+    print(f"scale={self.scale}, seeds={self.seed_list} (secondary tables: {self.secondary_seeds}), device={self.run_device}, "
+          f"{self.threads} thread(s), methods={self.selected}, datasets={self.dataset_names}\nresults -> {self.results}")
+    if self.stand_in: print("SMOKE SCALE: every number below comes from the embedded STAND-IN data (scikit-learn digits), not the paper's datasets.")
+    return self
 
 # %% ../../../nbs/95a_protocol_fedccl.ipynb #5f0f1df2
 def _registered(algorithm: str) -> bool:
