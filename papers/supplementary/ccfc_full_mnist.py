@@ -10,18 +10,16 @@ Kappa are logged every round. The run resumes from its checkpoints: run the same
     # the paper's own network on a GPU:
     python papers/supplementary/ccfc_full_mnist.py --channels 64,128,256 --device cuda --out papers/results/ccfc/paper
 """
-import argparse, dataclasses, json, platform, shutil, time
+import argparse, dataclasses, platform, time
 from pathlib import Path
 
 import torch
 
+from fedlearn_nb.core import atomic_write_csv, atomic_write_json
 from fedlearn_nb.experiment import run
 from fedlearn_nb.tools.protocols import ccfc
 
 QUARTER_WIDTH = [16, 32, 64]   # the paper's 3-conv network is (64, 128, 256)
-
-
-PAPER_WIDTH = [64, 128, 256]
 
 
 def full_mnist_config(results: Path, seed: int = 0, rounds: int | None = None, per_class: int | None = None,
@@ -36,16 +34,12 @@ def full_mnist_config(results: Path, seed: int = 0, rounds: int | None = None, p
                                per_class=per_class, client_workers=1)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp"); tmp.write_text(text); tmp.replace(path)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=None, help="override the 130 rounds (pre-training becomes at most half)")
     parser.add_argument("--per-class", type=int, default=None, help="images per class (default: all, the paper's amount)")
     parser.add_argument("--out", default="papers/results/ccfc/full-mnist-cpu", help="where the per-round NMI and its record are written")
-    parser.add_argument("--channels", default="16,32,64", help="conv widths (the paper's network: 64,128,256)")
+    parser.add_argument("--channels", default=",".join(map(str, QUARTER_WIDTH)), help="conv widths (the paper's network: 64,128,256)")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--work", default="results/papers/ccfc/full-mnist-cpu", help="the run's folder (checkpoints; not committed)")
@@ -54,9 +48,8 @@ def main(argv=None):
     config = full_mnist_config(Path(args.work), rounds=args.rounds, per_class=args.per_class,
                                channels=[c for c in args.channels.split(",") if c.strip()], device=args.device)
     out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
-    write_atomically(out / "config.json", json.dumps({"config": dataclasses.asdict(config), "torch": torch.__version__,
-                                                      "python": platform.python_version(), "processor": platform.processor() or platform.machine(),
-                                                      "threads": torch.get_num_threads()}, indent=1, default=str))
+    atomic_write_json(out / "config.json", {"config": dataclasses.asdict(config), "torch": torch.__version__, "python": platform.python_version(),
+                                            "processor": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}, indent=1)
     rows, clock = [], [time.process_time(), time.perf_counter()]
 
     def log_round(round_, record):   # after every round: NMI so far, written atomically (a resumed run starts its log again from its checkpoint)
@@ -64,12 +57,11 @@ def main(argv=None):
         rows.append({"round": round_, **{k: record[k] for k in ("nmi", "kappa", "loss", "train_loss") if k in record},
                      "cpu_seconds": round(now[0] - clock[0], 2), "wall_seconds": round(now[1] - clock[1], 2)})
         clock[:] = now
-        keys = list(dict.fromkeys(k for row in rows for k in row))
-        write_atomically(out / "log_this_process.csv", "\n".join([",".join(keys)] + [",".join(str(row.get(k, "")) for k in keys) for row in rows]) + "\n")
+        atomic_write_csv(out / "log_this_process.csv", rows)
 
     history = run(config, progress=False, callbacks=[log_round])
     frame = history.to_frame()
-    write_atomically(out / "history.csv", frame.to_csv(index=False))
+    atomic_write_csv(out / "history.csv", frame)
     print(frame[[c for c in ("round", "nmi", "kappa") if c in frame]].to_string(index=False))
 
 
