@@ -114,3 +114,22 @@ def test_fails_when_no_data_is_present(tmp_path, monkeypatch):
         torch.set_num_threads(threads)
     assert not (tmp_path / "table_2.csv").exists() and not (tmp_path / "runs").exists()
     assert protocol.status()["prac-emnist"].startswith("skipped (data not available): emnist not in the data folder")
+
+
+def test_runs_side_by_side_give_the_same_histories(smoke, tmp_path):
+    """parallel=2: a column's runs train in two processes first, then each is read back from its folder: the same histories
+    as the notebook's, run one after another, and Figure 4's kept representations come from the read-back models."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    try:
+        protocol = fedcrl.Protocol.from_parameters(scale="smoke", methods="FedAvg,Ditto,FedCRL", columns="prac-cifar10", results_dir=str(tmp_path),
+                                                   device="cpu", parallel=2)
+        study = protocol.run()
+    finally: torch.set_num_threads(threads)   # the protocol set this process's threads as the notebook's kernel does
+    assert protocol.parallel == 2 and study.status["prac-cifar10"] is None and study.cpu_seconds["prac-cifar10"] > 0
+    histories = sorted(p.name for p in tmp_path.glob("history_*.csv"))
+    assert histories == ["history_ditto_digits-prac_seed0.csv", "history_fedavg_digits-prac_seed0.csv", "history_fedcrl_digits-prac_seed0.csv"]
+    for name in histories: pd.testing.assert_frame_equal(pd.read_csv(tmp_path / name), pd.read_csv(smoke / name))
+    assert set(study.representations) >= {"FedCRL"} and len(study.representations["FedCRL"]["labels"]) > 0
+    with pytest.raises(ValueError, match="parallel"): fedcrl.Protocol.from_parameters(scale="smoke", results_dir=str(tmp_path / "x"), parallel=0)
+    assert not (tmp_path / "x").exists()   # refused before anything is written

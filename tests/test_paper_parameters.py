@@ -49,7 +49,15 @@ def test_every_parameter_has_a_type_papermill_shows(paper):
 def test_parallel_reaches_the_notebooks_that_run_side_by_side(tmp_path):
     "fedlearn-repro run <paper> --parallel N sets the notebook parameter `parallel` (an int); a notebook without it is refused by name."
     from fedlearn_nb.tools.runner import main, plan_runs
-    for paper in ("fedccl", "fedplcc", "benchmark", "ccfc", "cpcfl"):
+    for paper in ("fedccl", "fedplcc", "benchmark", "ccfc", "cpcfl", "fedcrl"):
         plan, = plan_runs(paper, "smoke", [("parallel", "2")], tmp_path, ROOT / "papers")
         assert plan.parameters["parallel"] == 2, paper
-    assert main(["--papers-dir", str(ROOT / "papers"), "run", "fedcrl", "--parallel", "2", "--dry-run"]) == 2
+    # a notebook without the parameter (FedCRL's, with its `parallel` line taken out) is refused, not run one after another
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    notebook = json.loads((ROOT / "papers" / "fedcrl.ipynb").read_text())
+    cell = next(c for c in notebook["cells"] if "parameters" in c["metadata"].get("tags", []))
+    cell["source"] = [line for line in "".join(cell["source"]).splitlines(keepends=True) if not line.startswith("parallel:")]
+    (papers / "fedcrl.ipynb").write_text(json.dumps(notebook))
+    assert "parallel" not in notebook_parameters(papers / "fedcrl.ipynb")
+    assert main(["--papers-dir", str(papers), "run", "fedcrl", "--parallel", "2", "--dry-run"]) == 2

@@ -37,9 +37,10 @@ from ..reporting import compare_with_paper
 
 # %% auto #0
 __all__ = ['DATA_NOT_AVAILABLE', 'parse_list', 'parse_seeds', 'parse_count', 'skip_reason', 'not_run_note', 'slug',
-           'config_digest', 'run_name', 'file_label', 'history_file', 'PaperRuns', 'RunRequest', 'client_workers_for',
-           'set_cpu_threads', 'SectionClock', 'PaperProtocol', 'seed_mean_std', 'final_accuracies', 'entry_note',
-           'beside_paper', 'PaperTables', 'show_block', 'paper_cells', 'rank_agreement']
+           'config_digest', 'run_name', 'file_label', 'history_file', 'cpu_seconds', 'PaperRuns', 'RunRequest',
+           'client_workers_for', 'set_cpu_threads', 'SectionClock', 'PaperProtocol', 'seed_mean_std',
+           'final_accuracies', 'entry_note', 'beside_paper', 'PaperTables', 'show_block', 'paper_cells',
+           'rank_agreement']
 
 # %% ../../nbs/95_papers.ipynb #289fc7ea
 def _name_key(name: str) -> str: return re.sub(r"[-_\s]", "", str(name).lower())
@@ -120,7 +121,7 @@ def history_file(method: str, setting: str, seed: int) -> str:
     return f"history_{method}_{setting}_seed{parse_count(seed, 'seed', minimum=0)}.csv"
 
 # %% ../../nbs/95_papers.ipynb #3be4d581
-def _cpu_seconds() -> float:
+def cpu_seconds() -> float:
     "CPU seconds of this process and of its finished child processes (the workers that trained clients)."
     times = os.times()
     return times.user + times.system + times.children_user + times.children_system
@@ -141,14 +142,14 @@ class PaperRuns:
         "The History of run `key`: kept, or `run(config, **kwargs)`, its frame written to `history_file`; None if it `may_fail` and did."
         if key in self.histories or key in self.failed: return self.histories.get(key)
         if self.client_workers is not None: config = dataclasses.replace(config, client_workers=self.client_workers)
-        began = _cpu_seconds()
+        began = cpu_seconds()
         try: history = run(config, progress=self.progress, **kwargs)
         except Exception as error:
             if not may_fail: raise
             self.failed[key] = f"failed: {type(error).__name__}: {error}"
             print(f"!! run {key} failed:\n{traceback.format_exc(limit=3)}")
             return None
-        self.cpu_seconds[key] = self.cpu_seconds.get(key, 0.0) + _cpu_seconds() - began
+        self.cpu_seconds[key] = self.cpu_seconds.get(key, 0.0) + cpu_seconds() - began
         self.folders[key] = run_folder(config).name
         if history_file: atomic_write_csv(self.results / history_file, history.to_frame(with_time=self.with_time))
         self.histories[key] = history
@@ -176,10 +177,10 @@ def _start_worker(requests: list[RunRequest], threads: int) -> None:
 
 def _run_in_worker(index: int) -> float:
     "Train request `index` to its end in its folder; the CPU seconds it took (a failure is left to the notebook's process)."
-    began = _cpu_seconds()
+    began = cpu_seconds()
     try: run(dataclasses.replace(_REQUESTS[index].config, client_workers=1), progress=False, **_REQUESTS[index].options)
     except Exception: pass
-    return _cpu_seconds() - began
+    return cpu_seconds() - began
 
 @patch
 def train_all(self: PaperRuns, requests: Sequence[RunRequest]) -> None:

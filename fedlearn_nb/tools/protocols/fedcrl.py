@@ -28,8 +28,8 @@ from ...history import History
 from ...partition import partition_labels
 from ...reporting import plot_accuracy
 from ..papers import (
-    DATA_NOT_AVAILABLE, PaperRuns, beside_paper, client_workers_for, history_file, not_run_note, paper_cells, parse_count, parse_list,
-    parse_seeds, rank_agreement, set_cpu_threads, skip_reason)
+    DATA_NOT_AVAILABLE, PaperRuns, RunRequest, beside_paper, client_workers_for, cpu_seconds, history_file, not_run_note, paper_cells,
+    parse_count, parse_list, parse_seeds, rank_agreement, set_cpu_threads, skip_reason)
 
 # %% auto #0
 __all__ = ['T2_COLUMNS', 'T3_COLUMNS', 'TABLE_COLUMNS', 'COLUMNS', 'PAPER_DATASETS', 'HEADLINE_DATASET', 'SCALES',
@@ -256,13 +256,15 @@ class Protocol:
     device: torch.device
     client_workers: int
     progress: bool = False
+    parallel: int = 1            # runs of a column trained side by side, each in its own process (same results)
     seeds_chosen: bool = False   # the seeds parameter named them (else a column may run its own number, the `seeds` setting)
     _data: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)   # dataset name -> its merged data, or why it is missing
 
     @classmethod
     def from_parameters(cls, scale: str = "smoke", seeds: str | None = None, rounds: int | None = None, methods: str | None = None,
                         datasets: str | None = None, columns: str | None = None, results_dir: str | None = None, device: str = "auto",
-                        client_workers: int | None = None, progress: bool = False, num_threads: int | None = None) -> Protocol:
+                        client_workers: int | None = None, progress: bool = False, num_threads: int | None = None,
+                        parallel: int = 1) -> Protocol:
         "The notebook's parameters, each checked before anything is written; then the results folder is made and torch's threads are set."
         if scale not in SCALES: raise ValueError(f"unknown scale {scale!r}; valid: {', '.join(SCALES)}")
         spec = SCALES[scale]
@@ -274,13 +276,14 @@ class Protocol:
         if spec["stand_in"] and "digits" in datasets: datasets += ["cifar10"]  # at smoke the digits stand in for CIFAR-10
         workers = client_workers_for(scale, client_workers)
         if num_threads is not None: parse_count(num_threads, "num_threads")
+        parallel = parse_count(parallel, "parallel")
         if not isinstance(progress, bool): raise ValueError(f"progress must be True or False, got {progress!r}")
         chosen = choose_device(device)
         results = Path(results_dir) if results_dir is not None else load_settings().results_dir / "papers" / "fedcrl" / scale
         results.mkdir(parents=True, exist_ok=True)
         set_cpu_threads(num_threads, scale)
         return cls(scale, parse_seeds(seeds, spec["seeds"]), rounds, methods, columns, datasets, results, chosen, workers, progress,
-                   seeds_chosen=seeds is not None and bool(str(seeds).strip()))
+                   parallel=parallel, seeds_chosen=seeds is not None and bool(str(seeds).strip()))
 
     @property
     def stand_in(self) -> str | None: return SCALES[self.scale]["stand_in"]
@@ -396,7 +399,7 @@ class Reproduction:
     status: dict                                                            # column -> None (ran) or why not
     histories: dict = dataclasses.field(default_factory=dict)               # (column, method) -> [History per seed]
     partition_notes: dict = dataclasses.field(default_factory=dict)         # column -> {what the partition warned of, per seed}
-    cpu_seconds: dict = dataclasses.field(default_factory=dict)             # column -> CPU seconds of this process
+    cpu_seconds: dict = dataclasses.field(default_factory=dict)             # column -> CPU seconds of this process and its finished workers
     representations: dict = dataclasses.field(default_factory=dict)         # method -> {"features": (N, D), "labels": (N,), "clients": (N,)}
     predictions: dict = dataclasses.field(default_factory=dict)             # global-model method -> (C,) its predictions per class, Figure 4's column
     federations: dict = dataclasses.field(default_factory=dict, repr=False) # (column, seed) -> its clients, built once
@@ -413,6 +416,11 @@ class Reproduction:
             self.federations[column, seed] = fed
         return self.federations[column, seed]
 
+    def request(self, column: str, label: str, seed: int) -> RunRequest:
+        "What `run_one` runs, for `PaperRuns.train_all` (a worker inherits the clients built here: nothing is pickled)."
+        return RunRequest((column, label, seed), self.protocol.config(column, label, seed), self.protocol.history_file(column, label, seed),
+                          options=dict(data=self.federation(column, seed)))
+
     def run_one(self, runs: PaperRuns, column: str, label: str, seed: int) -> History:
         "Run (or resume) one method on one column with one seed through run(config); its history is written; Figure 4's methods keep their representations."
         config, parts = self.protocol.config(column, label, seed), {}
@@ -425,19 +433,20 @@ class Reproduction:
 
 @patch
 def run(self: Protocol) -> Reproduction:
-    "Run (or resume) every selected method on every column that runs, with the column's seeds."
+    "Run (or resume) every selected method on every column that runs, with the column's seeds; with `parallel` > 1 a column's runs train side by side first."
     out = Reproduction(self, dict(self.check(quiet=True)))
-    runs = PaperRuns(self.results, progress=self.progress, with_time=False, client_workers=self.client_workers)
+    runs = PaperRuns(self.results, progress=self.progress, with_time=False, client_workers=self.client_workers, parallel=self.parallel)
     out.began = time.perf_counter()
     for column in COLUMNS:
         if out.status[column] is not None: continue
-        cpu = time.process_time()
+        cpu = cpu_seconds()
         try:
+            runs.train_all([out.request(column, label, seed) for label in self.methods for seed in self.column_seeds(column)])
             for label in self.methods: out.histories[column, label] = [out.run_one(runs, column, label, seed) for seed in self.column_seeds(column)]
         except ValueError as error:   # a column whose clients cannot be built: record why, keep going
             out.status[column] = f"skipped: {str(error).splitlines()[0]}"
             for label in self.methods: out.histories.pop((column, label), None)
-        out.cpu_seconds[column] = time.process_time() - cpu
+        out.cpu_seconds[column] = cpu_seconds() - cpu
         print(f"{column}: {'done' if out.status[column] is None else out.status[column]} ({out.cpu_seconds[column]:.0f} CPU s; {time.perf_counter() - out.began:.0f} s so far)")
     return out
 
