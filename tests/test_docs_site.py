@@ -172,7 +172,7 @@ HEADING = "[document.title, (document.querySelector('main h1') || {}).textConten
 
 # ---------------------------------------------------------------- the project's own site
 def test_project_site_in_chromium(project_site, figure_chapter, serve, browser, tmp_path):
-    from fedlearn_nb.tools.docs import read_sidebar
+    from fedlearn_nb.tools.docs import MATHJAX_FILE, read_sidebar
     site, report = project_site
     base = serve(site)
     failed = [p for p in report["pages"] if p["executed"] == "failed"]
@@ -194,14 +194,23 @@ def test_project_site_in_chromium(project_site, figure_chapter, serve, browser, 
     assert [link[len(base):] for link in links] == expected
     assert len(expected) >= 3
 
-    # every sidebar link resolves: HTTP 200, a title and a heading, and the same sidebar on every page
-    for link in links:
-        with urllib.request.urlopen(link, timeout=30) as reply: assert reply.status == 200, link
-        browser.open(link)
-        title, heading = browser.evaluate(HEADING)
-        assert title.strip() and heading.strip(), f"{link} has no title or heading"
-        assert browser.evaluate(SIDEBAR) == links, f"{link} shows a different sidebar"
-        assert browser.evaluate("document.querySelectorAll('#sidebar a.active').length") == 1, link
+    # every sidebar link resolves: HTTP 200, a title and a heading, and the same sidebar on every page. These pages open
+    # without MathJax (typesetting every page's equations was half of Chromium's CPU time here); one page's typesetting is
+    # checked below, with MathJax loaded.
+    browser.send("Network.enable")
+    browser.send("Network.setBlockedURLs", {"urls": [f"*/{MATHJAX_FILE}"]})
+    try:
+        for link in links:
+            with urllib.request.urlopen(link, timeout=30) as reply: assert reply.status == 200, link
+            browser.open(link)
+            title, heading = browser.evaluate(HEADING)
+            assert title.strip() and heading.strip(), f"{link} has no title or heading"
+            assert browser.evaluate(SIDEBAR) == links, f"{link} shows a different sidebar"
+            assert browser.evaluate("document.querySelectorAll('#sidebar a.active').length") == 1, link
+        assert browser.evaluate("typeof MathJax === 'undefined' || !MathJax.startup"), "MathJax was not blocked"
+    finally:
+        browser.send("Network.setBlockedURLs", {"urls": []})
+        browser.send("Network.disable")
 
     # the executed chapter's figures are there: loaded images of non-zero size
     chapter = next((p for p in report["pages"] if Path(p["source"]).stem == figure_chapter), None)

@@ -519,6 +519,19 @@ class DocsFilter(_NbdevFilterDefaults):
         return [ShowDocRunner if proc is _nbdev_exec_show_docs else proc for proc in super().base_procs()]
 
 # %% ../../nbs/90_docs.ipynb #b7ea3107
+@contextlib.contextmanager
+def _config_read_once():
+    "While the block runs, nbdev parses each TOML file once: its `get_config` reads pyproject.toml again for every cell it cleans."
+    import nbdev.config
+    read, parsed = nbdev.config._load_toml, {}
+    def load(path):
+        key = str(Path(path).resolve())
+        if key not in parsed: parsed[key] = read(path)
+        return copy.deepcopy(parsed[key])
+    nbdev.config._load_toml = load
+    try: yield
+    finally: nbdev.config._load_toml = read
+
 def process_notebook(notebook, path: str | Path, project_root: str | Path, errors: list | None = None):
     "Run nbdev's documentation processors on `notebook` (read from `path`), as `nbdev-docs` does; returns it."
     from fastcore.nbio import dict2nb
@@ -528,7 +541,8 @@ def process_notebook(notebook, path: str | Path, project_root: str | Path, error
         previous = os.environ.get("IN_TEST")
         os.environ["IN_TEST"] = "1"  # what nbdev's own docs workers set
         processor = DocsFilter().nb_proc(nb)
-        try: processor.process()
+        try:
+            with _config_read_once(): processor.process()
         finally:
             _close_shells(processor)
             if previous is None: os.environ.pop("IN_TEST", None)
@@ -647,12 +661,36 @@ _PAGE_TEMPLATE = r"""{%- extends 'index.html.j2' -%}
 """
 
 # %% ../../nbs/90_docs.ipynb #abfa8c3c
-def _exporter(embed_images: bool):
-    import jinja2
+_EXPORTERS: dict = {}
+_NO_ALT = "No description has been provided for this image"   # nbconvert's text for an image without one
+
+def _page_exporter_class():
+    "nbconvert's `HTMLExporter`, less its BeautifulSoup pass over the finished page (the missing `alt` texts are added by a regex)."
     from nbconvert import HTMLExporter
-    return HTMLExporter(template_name="basic", template_file="fedlearn_page.html.j2",
-                        extra_loaders=[jinja2.DictLoader({"fedlearn_page.html.j2": _PAGE_TEMPLATE})],
-                        exclude_input_prompt=True, exclude_output_prompt=True, embed_images=embed_images)
+    from nbconvert.exporters.templateexporter import TemplateExporter
+    from nbconvert.filters.highlight import Highlight2HTML
+    from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+
+    class PageExporter(HTMLExporter):
+        def from_notebook_node(self, nb, resources=None, **kw):
+            language = nb.metadata.get("language_info", {})
+            lexer = language.get("pygments_lexer", language.get("name", None))
+            self.register_filter("highlight_code", self.filters.get("highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+            resources = self._init_resources(resources)
+            self.register_filter("filter_data_type", WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self, resources=resources))
+            body, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+            return re.sub(r"<img\b(?![^>]*\balt=)", f'<img alt="{_NO_ALT}"', body), resources
+    return PageExporter
+
+def _exporter(embed_images: bool):
+    "The page exporter (one per `embed_images`, made once: its templates compile on first use)."
+    if embed_images not in _EXPORTERS:
+        import jinja2
+        _EXPORTERS[embed_images] = _page_exporter_class()(
+            template_name="basic", template_file="fedlearn_page.html.j2",
+            extra_loaders=[jinja2.DictLoader({"fedlearn_page.html.j2": _PAGE_TEMPLATE})],
+            exclude_input_prompt=True, exclude_output_prompt=True, embed_images=embed_images)
+    return _EXPORTERS[embed_images]
 
 # %% ../../nbs/90_docs.ipynb #7c1a168d
 def render_body(nb, folder: str | Path, embed_images: bool = True) -> str:
