@@ -30,14 +30,14 @@ from ..papers import PaperProtocol, RunRequest, SectionClock, parse_count, parse
 __all__ = ['SCALES', 'TASKS', 'TITLES', 'GROUPS', 'CLASSES_PER_GROUP', 'SAMPLES_PER_CLASS', 'MAIN_COLUMN', 'TABLE_COLUMNS',
            'PAPER_CLIENT_COUNTS', 'METHODS', 'LABELS', 'MAIN', 'BASELINES', 'task_title', 'client_partition',
            'federation_setups', 'scale_config', 'Protocol', 'checkpoints', 'run_slug', 'final', 'best', 'at_round',
-           'Experiments', 'task_run_config']
+           'Experiments', 'task_run_config', 'RunRecord']
 
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #89b7f98c
 SCALES = {
-    "smoke": dict(image_size=8, padding=1, num_clients=6, rounds=4, exploration_rounds=2, local_epochs=2, batch_size=32, lr=1e-3,
-                  pretrain=dict(epochs=2, batch_size=128, max_samples=500), client_counts={15: 3, 60: 6}, table10_rounds=None,
-                  table10_methods=None, table5_methods=None, table6_heads=[0, 3], tableA13_heads=[0, 1, 2, 3], table7_rows=None,
-                  table7_heads=[0], table9_clusters=[1, 2, 3, 5],
+    "smoke": dict(image_size=8, padding=1, num_clients=6, rounds=4, exploration_rounds=2, local_epochs=1, batch_size=32, lr=1e-3,
+                  pretrain=dict(epochs=2, batch_size=128, max_samples=256), client_counts={15: 3, 60: 6}, table10_rounds=None,
+                  table10_methods=None, table5_methods=None, table6_heads=[0, 3], tableA13_heads=[0, 1, 2, 3],
+                  table7_rows=["E_l,f = 3 (default)", "E_l,f = 0 (frozen)", "E_l,f = 3 (global)"], table7_heads=[0], table9_clusters=[1, 2, 3, 5],
                   columns={"STL-10 to STL-10": ["digits-to-digits"], "STL-10 to CIFAR-10": [], "STL-10 to MNIST": [],
                            "EMNIST to MNIST": [], "CIFAR-100 to CIFAR-10": ["digits-to-digits"]},
                   not_run={"STL-10 to CIFAR-10": "not run at smoke scale (no stand-in)", "STL-10 to MNIST": "not run at smoke scale (no stand-in)",
@@ -336,6 +336,13 @@ def request(self: Experiments, task: str, method: str, seed: int, N: int = 3, he
 
 
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #813ef980
+class RunRecord(dict):
+    "One run's record (a dict); its `scores` (`classification_scores` of its `predictions`: test labels, probabilities) computed when first read."
+    def __missing__(self, key):
+        if key != "scores": raise KeyError(key)
+        self["scores"] = classification_scores(*self["predictions"])
+        return self["scores"]
+
 @patch
 def experiment(self: Experiments, task: str, method: str, seed: int, N: int = 3, head: int = 0, encoder_epochs=None, global_encoder=False,
                encoder: str = "cnn", clients=None, total=None) -> dict:
@@ -358,8 +365,8 @@ def experiment(self: Experiments, task: str, method: str, seed: int, N: int = 3,
                      {"source": "FedAvg (None) run", "task": task, "run": name, "seed": seed, "rounds": total})
     frame = history.to_frame()
     atomic_write_csv(self.results / f"history_{name}_{task}_seed{seed}.csv", frame)
-    self.runs[key] = dict(frame=frame, history=history, scores=classification_scores(labels, probabilities), model_bytes=model_bytes,
-                          clients=clients, label=spec.label, seconds=time.perf_counter() - began)
+    self.runs[key] = RunRecord(frame=frame, history=history, predictions=(labels, probabilities), model_bytes=model_bytes,
+                               clients=clients, label=spec.label, seconds=time.perf_counter() - began)
     return self.runs[key]
 
 # %% ../../../nbs/95f_protocol_cpcfl.ipynb #0fe7218d

@@ -522,7 +522,7 @@ from ...models import count_multiply_adds, cpcfl_encoder
 from ...selfsupervised import pretrain_encoder
 
 E22_ENCODERS = {"CNN": "cnn", "ResNet-18": "resnet18", "ResNet-50": "resnet50"}
-E22_IMAGES = {"smoke": 32, "quick": 256, "paper": None}   # images timed per encoder (None: the whole epoch)
+E22_IMAGES = {"smoke": 8, "quick": 256, "paper": None}   # images timed per encoder (None: the whole epoch)
 
 def encoder_gflops(encoder: str, image_size: int = 96, padding: int = 0) -> float:
     "GFLOPs (2 x multiply-adds, as keras-flops counts) of a CP-CFL encoder on one RGB image."
