@@ -142,24 +142,27 @@ def test_the_notebook_checks_its_parameters_first(tmp_path):
 
 
 def test_runs_side_by_side_give_the_same_tables(smoke, tmp_path):
-    """parallel=2: the k-FED and CCFC runs of Tables 1-2 and Figure 7 train in two processes first, then each is read back from
-    its folder: the same scores, histories and Figure 7 as the notebook's, run one after another."""
+    """parallel=2: Figure 6's k-FED and CCFC runs (all clients connected, and 30% disconnected) train in two processes first,
+    then each is read back from its folder, and Figure 7 reuses the connected CCFC run: the same scores, histories and Figures
+    6-7 as the notebook's, run one after another."""
     torch = pytest.importorskip("torch")
     threads = torch.get_num_threads()
     try:
-        study = ccfc.Reproduction(ccfc.Protocol.from_parameters(scale="smoke", methods="k-FED,CCFC", sections="tables_1_2,figure_7",
+        study = ccfc.Reproduction(ccfc.Protocol.from_parameters(scale="smoke", methods="k-FED,CCFC", sections="figure_6,figure_7",
                                                                 results_dir=str(tmp_path), device="cpu", parallel=2))
-        study.tables_1_2()
+        study.figure_6()
         study.figure_7()
         study.finish()                        # scores.csv: every run
     finally: torch.set_num_threads(threads)   # the study set this process's threads as the notebook's kernel does
-    assert study.protocol.parallel == 2 and len(study.runs.cpu_seconds) == 5 * 2 + 1 and all(s > 0 for s in study.runs.cpu_seconds.values())
+    assert study.protocol.parallel == 2 and len(study.runs.cpu_seconds) == 2 * 2 + 1 and all(s > 0 for s in study.runs.cpu_seconds.values())
     key = ["method", "dataset", "p", "seed", "disconnection_rate"]
     ours, sequential = read(tmp_path, "scores.csv"), read(smoke, "scores.csv")
-    assert len(ours) == 11 and set(ours.method) == {"k-FED", "CCFC", "CCFC [lambda=1]"}
+    assert len(ours) == 5 and set(ours.method) == {"k-FED", "CCFC", "CCFC [lambda=1]"} and set(ours.disconnection_rate) == {0.0, 0.3}
     pd.testing.assert_frame_equal(ours, ours[key].merge(sequential, on=key, how="left")[ours.columns])
     histories = sorted(tmp_path.glob("history_*.csv"))
-    assert len(histories) == 11
+    assert len(histories) == 5
     for history in histories:
         pd.testing.assert_frame_equal(read(tmp_path, history.name).drop(columns="seconds"), read(smoke, history.name).drop(columns="seconds"))
+    figure_6 = read(smoke, "figure_6.csv")
+    pd.testing.assert_frame_equal(read(tmp_path, "figure_6.csv"), figure_6[figure_6.method != "FFCM"].reset_index(drop=True))
     pd.testing.assert_frame_equal(read(tmp_path, "figure_7.csv"), read(smoke, "figure_7.csv"))

@@ -169,8 +169,9 @@ def test_a_runs_federation_is_the_protocols_partition(p, tmp_path):
     from fedlearn_nb.experiment import build_federated_data
     protocol = ccfc.Protocol.from_parameters(results_dir=str(tmp_path), device="cpu")
     labels = digits_labels()
-    parts = ccfc.client_partition(labels[ccfc.clustering_subset(labels, protocol.config)], p, 1)
+    chosen = labels[ccfc.clustering_subset(labels, protocol.config)]      # smoke: 100 images of each class
+    parts = ccfc.client_partition(chosen, p, 1)
     for method in ("k-FED", "CCFC", "PPFC-GAN"):
         data = build_federated_data(ccfc.method_config(protocol, method, "digits", p, 1))
-        assert data.name == f"digits-p{p:g}" and data.num_clients == 10
-        assert [sorted(c.y_train.tolist()) for c in data] == [sorted(labels[part].tolist()) for part in parts], method
+        assert data.name == f"digits-p{p:g}" and data.num_clients == 10 and sum(c.num_examples for c in data) == len(chosen)
+        assert [sorted(c.y_train.tolist()) for c in data] == [sorted(chosen[part].tolist()) for part in parts], method

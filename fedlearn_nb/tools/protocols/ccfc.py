@@ -47,16 +47,16 @@ __all__ = ['SCALES', 'DATASET_SETUP', 'METHODS', 'CENTRALISED', 'FEDERATED', 'SY
 
 # %% ../../../nbs/95e_protocol_ccfc.ipynb #d2d7b55f
 SCALES: dict[str, dict] = {
-    "smoke": dict(datasets=["digits"], image_size=16, per_class=None, p_values=[0.0, 0.25, 0.5, 0.75, 1.0],
-                  ccfc=dict(rounds=3, pretrain_rounds=1, kmeans_n_init=2, blur_probability=0.0, view_scale=(0.7, 1.0)),
+    "smoke": dict(datasets=["digits"], image_size=16, per_class=100, p_values=[0.0, 0.25, 0.5, 0.75, 1.0],
+                  ccfc=dict(rounds=2, pretrain_rounds=1, kmeans_n_init=1, blur_probability=0.0, view_scale=(0.7, 1.0)),
                   training=dict(optimizer="sgd", lr=0.1, momentum=0.9, batch_size=32, epochs=1), model_channels=None, skip={},
-                  ffcm_rounds=2, kmeans_n_init=2, table4_p=0.0, fig6_ps=[0.0], fig6_rates=[0.0, 0.3],
+                  ffcm_rounds=2, kmeans_n_init=1, table4_p=0.0, fig6_ps=[0.0], fig6_rates=[0.0, 0.3],
                   fig7_ps=[0.0], fig7_lambdas=[0.001, 1.0], knn_ks=[3, 5, 7, 9, 100, 1000, 7000], knn_per_class=None,
-                  tsne_points=300, fig5_ps=[0.0, 0.5, 1.0],
+                  tsne_points=200, fig5_ps=[0.0, 0.5, 1.0],
                   synthetic=dict(gan=dict(gan_width=4, gan_hidden_dim=32, noise_dim=16, lr_generator=2e-3, lr_discriminator=1e-3,
-                                          synthetic_per_client=30),
-                                 gan_training=dict(steps=4, batch_size=64), encoder_hidden_dims=[64], latent_dim=10,
-                                 dcn=dict(lambda_=0.1, pretrain_epochs=2, dcn_epochs=2, dcn_batch_size=64, decoder_hidden_dims=[64]),
+                                          synthetic_per_client=20),
+                                 gan_training=dict(steps=2, batch_size=64), encoder_hidden_dims=[64], latent_dim=10,
+                                 dcn=dict(lambda_=0.1, pretrain_epochs=1, dcn_epochs=1, dcn_batch_size=64, decoder_hidden_dims=[64]),
                                  seeds=None, p_values=None, per_dataset={})),
     "quick": dict(datasets=["mnist", "fashion_mnist", "cifar10", "stl10"], image_size=None, per_class=500,
                   p_values=[0.0, 0.25, 0.5, 0.75, 1.0],
