@@ -25,6 +25,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 import torch
 
+from fedlearn_nb.adversarial import robustness_report
 from fedlearn_nb.engine import set_parameters
 from fedlearn_nb.experiment import build_model_for, run
 from fedlearn_nb.tools.protocols.fedccl import FedCCLProtocol
@@ -60,7 +61,7 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_variant(name: str, rounds: int, seed: int, out: str) -> list[dict]:
+def run_variant(name: str, rounds: int, seed: int, out: str, robust: bool = False) -> list[dict]:
     label, changes, attack, warmup, _ = VARIANTS[name]
     dataset = "fashion_mnist" if name.startswith("fmnist") else "mnist"
     protocol = FedCCLProtocol(scale="quick", methods=label, datasets=dataset, seeds=str(seed), results_dir=out).start()
@@ -94,6 +95,12 @@ def run_variant(name: str, rounds: int, seed: int, out: str) -> list[dict]:
         row = dict(variant=name, seed=seed, round=round, eps=parts["algorithm"].attack.epsilon if getattr(parts["algorithm"], "adversarial", False) else None,
                    clean=float((predicted == ys).float().mean()), top=counts.max() / counts.sum(), top_class=int(counts.argmax()),
                    acc_engine=record.get("accuracy_weighted"), cpu_s=now - started[0], hist=" ".join(map(str, counts)))
+        if robust and round == rounds:   # Table 8's numbers for the final global model: FGSM and PGD-20 at the protocol's eps
+            report = robustness_report(scored, xs, ys, epsilon=final_eps or 0.3, pgd_steps=20, seed=seed)
+            row.update(fgsm=report["fgsm"], pgd20=report["pgd20"])
+            print(f"{name:18s} seed {seed} round {round:2d} Table 8 on the {len(ys)}-image test cut: clean {report['clean']:.3f} "
+                  f"FGSM {report['fgsm']:.3f} PGD-20 {report['pgd20']:.3f} (eps {final_eps or 0.3})", flush=True)
+            now = cpu_seconds()
         started[0] = now
         rows.append(row)
         print(f"{name:18s} seed {seed} round {round:2d} eps {row['eps'] if row['eps'] is not None else '-':<5} clean {row['clean']:.3f} "
@@ -116,6 +123,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--robust", action="store_true", help="after the last round, Table 8's FGSM and PGD-20 accuracy of the global model")
     args = parser.parse_args(argv)
     if args.list: print(__doc__); return
     torch.set_num_threads(1)
@@ -123,7 +131,7 @@ def main(argv=None):
         for seed in args.seeds:
             for name in args.variants:
                 began = cpu_seconds()
-                rows = run_variant(name, args.rounds, seed, out)
+                rows = run_variant(name, args.rounds, seed, out, args.robust)
                 print(f"{name:18s} seed {seed}: {args.rounds} rounds, clean by round "
                       f"{' '.join(format(r['clean'], '.3f') for r in rows)}; {cpu_seconds() - began:.0f} CPU s in all", flush=True)
 
