@@ -8,10 +8,12 @@ NumPy arrays of their own dtype and floats as their exact hex form, so nothing i
 """
 from __future__ import annotations
 
+import faulthandler
 import math
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -97,14 +99,32 @@ def ray_failed_to_start(error: BaseException) -> bool:
     return False
 
 
-def run_on_ray_with_one_retry(start):
-    "`start()`, once more if Ray's raylet did not come up within its fixed 30 s (seen on a loaded 2-core machine); any other error fails."
-    try: return start()
-    except Exception as error:
-        if not ray_failed_to_start(error): raise
-        print(f"Ray's node did not start in time ({type(error).__name__}); trying once more")
-        return start()
+RAY_WATCHDOG_SECONDS = 900   # the simulation takes 30-60 s; on a machine at load 13 a failed start-up once left pytest waiting for good
 
+
+def run_on_ray_with_one_retry(start, watchdog: float = RAY_WATCHDOG_SECONDS):
+    """`start()`, once more if Ray's raylet did not come up within its fixed 30 s (seen on a loaded 2-core machine); any other
+    error fails. Past `watchdog` seconds the process dumps every thread's stack and exits: a hang becomes a failure
+    (a crashed xdist worker), not a suite that never ends."""
+    faulthandler.dump_traceback_later(watchdog, exit=True)
+    try:
+        try: return start()
+        except Exception as error:
+            if not ray_failed_to_start(error): raise
+            print(f"Ray's node did not start in time ({type(error).__name__}); trying once more")
+            return start()
+    finally: faulthandler.cancel_dump_traceback_later()
+
+
+
+def test_the_ray_watchdog_turns_a_hang_into_a_failure_and_is_cancelled_after_a_return():
+    code = ("import sys, time; sys.path.insert(0, 'tests'); import test_flower as t\n"
+            "assert t.run_on_ray_with_one_retry(lambda: 7, watchdog=1) == 7; time.sleep(2)\n"   # returned: no dump after 1 s
+            "t.run_on_ray_with_one_retry(lambda: time.sleep(60), watchdog=1)")                  # hung: dumped and ended
+    began = time.perf_counter()
+    ended = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert ended.returncode != 0 and ended.stderr.count("Timeout (0:00:01)") == 1 and "run_on_ray_with_one_retry" in ended.stderr
+    assert time.perf_counter() - began < 50
 
 # One Ray actor serves the three SuperNodes in turn (each node's state lives in its Flower Context, not in the actor), and
 # no idle workers are started ahead: Flower's actors need their own environment, so Ray's prestarted workers go unused.
