@@ -423,8 +423,9 @@ class Reproduction:
 
     def run_one(self, runs: PaperRuns, column: str, label: str, seed: int) -> History:
         "Run (or resume) one method on one column with one seed through run(config); its history is written; Figure 4's methods keep their representations."
-        config, parts = self.protocol.config(column, label, seed), {}
-        history = runs.run((column, label, seed), config, self.protocol.history_file(column, label, seed), data=self.federation(column, seed), parts=parts)
+        request, parts = self.request(column, label, seed), {}
+        config = request.config
+        history = runs.run(request.key, config, request.history_file, parts=parts, **request.options)
         if parts and column == REPRESENTATION["column"] and label in REPRESENTATION["methods"] and seed == self.protocol.column_seeds(column)[0]:
             self.representations[label] = client_representations(parts["algorithm"], parts["data"], config.rounds)   # from the final models
         if parts and column == REPRESENTATION["column"] and label in GLOBAL_METHODS and seed == self.protocol.column_seeds(column)[0]:
