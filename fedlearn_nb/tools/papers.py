@@ -123,8 +123,8 @@ def history_file(method: str, setting: str, seed: int) -> str:
 # %% ../../nbs/95_papers.ipynb #3be4d581
 def cpu_seconds() -> float:
     "CPU seconds of this process and of its finished child processes (the workers that trained clients)."
-    times = os.times()
-    return times.user + times.system + times.children_user + times.children_system
+    children = os.times()   # the children's from the kernel's accounting; this process's own from the precise clock
+    return time.process_time() + children.children_user + children.children_system
 
 class PaperRuns:
     "A notebook's runs by key: each runs once through `run(config)`, resuming its folder; its history is kept, timed and written."
@@ -216,13 +216,13 @@ def set_cpu_threads(num_threads: int | None, scale: str) -> int:
 class SectionClock:
     "CPU and wall seconds of a notebook's sections: `start(name)` ends the running section and begins `name`; `timed(name)`: one block."
     def __init__(self, first: str | None = None):
-        self.cpu_seconds: dict[str, float] = {}    # section -> CPU seconds of this process spent in it
+        self.cpu_seconds: dict[str, float] = {}    # section -> CPU seconds spent in it: this process and its finished child processes (`cpu_seconds`)
         self.wall_seconds: dict[str, float] = {}   # section -> wall seconds
-        self._running = (first, time.process_time(), time.perf_counter())
+        self._running = (first, cpu_seconds(), time.perf_counter())
 
     def start(self, name: str | None) -> None:
         "End the running section (its seconds added to its total) and begin `name` (None: no section runs)."
-        cpu, wall = time.process_time(), time.perf_counter()
+        cpu, wall = cpu_seconds(), time.perf_counter()
         section, cpu_began, wall_began = self._running
         if section is not None:
             self.cpu_seconds[section] = self.cpu_seconds.get(section, 0.0) + cpu - cpu_began

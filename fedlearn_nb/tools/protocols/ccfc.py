@@ -36,7 +36,7 @@ from ...experiment import RunConfig
 from ...metrics import calinski_harabasz, knn_accuracy
 from ...partition import imbalance_ratio, partition_pmix
 from ...reporting import compare_with_paper
-from ..papers import PaperProtocol, PaperRuns, RunRequest, SectionClock, parse_count, parse_list, parse_seeds, set_cpu_threads
+from ..papers import PaperProtocol, PaperRuns, RunRequest, SectionClock, cpu_seconds, parse_count, parse_list, parse_seeds, set_cpu_threads
 
 # %% auto #0
 __all__ = ['SCALES', 'DATASET_SETUP', 'METHODS', 'CENTRALISED', 'FEDERATED', 'SYNTHETIC', 'SECTIONS', 'DATA_NOT_AVAILABLE',
@@ -330,7 +330,7 @@ class Reproduction:
     "One execution of the CCFC notebook: the datasets found, the runs and their scores, the models later sections read, CPU seconds per section."
     def __init__(self, protocol: Protocol):
         self.protocol, self.config, self.results = protocol, protocol.config, protocol.results
-        self.started, self.cpu_started = time.perf_counter(), time.process_time()
+        self.started, self.cpu_started = time.perf_counter(), cpu_seconds()
         self.clock = SectionClock()        # CPU (and wall) seconds per section
         self.results.mkdir(parents=True, exist_ok=True)
         set_cpu_threads(protocol.num_threads, protocol.scale)
@@ -746,8 +746,8 @@ def finish(self: Reproduction) -> pd.DataFrame:
         **run_metadata({"scale": protocol.scale, "seeds": protocol.seeds, "methods": protocol.methods, "datasets": protocol.datasets,
                         "sections": protocol.sections, "config": self.config, "dataset_setup": DATASET_SETUP}, seed=protocol.seeds[0], device=protocol.device),
         "skipped": self.skipped, "column_skips": self.config["skip"], "stand_in": protocol.stand_in,
-        "seconds": time.perf_counter() - self.started, "cpu_seconds": {**self.cpu_seconds, "total": time.process_time() - self.cpu_started}})
-    print(f"done in {time.perf_counter() - self.started:.0f} s ({(time.process_time() - self.cpu_started) / 60:.1f} CPU-minutes; by section: "
+        "seconds": time.perf_counter() - self.started, "cpu_seconds": {**self.cpu_seconds, "total": cpu_seconds() - self.cpu_started}})
+    print(f"done in {time.perf_counter() - self.started:.0f} s ({(cpu_seconds() - self.cpu_started) / 60:.1f} CPU-minutes; by section: "
           f"{ {k: round(v / 60, 1) for k, v in self.cpu_seconds.items()} }); files in {self.results}:")
     print(sorted(p.name for p in self.results.iterdir() if p.is_file()))
     return scores

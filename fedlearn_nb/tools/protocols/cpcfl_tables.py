@@ -21,6 +21,7 @@ from fastcore.basics import patch
 from IPython.display import display
 
 from ...core import atomic_write_csv, atomic_write_json, run_metadata
+from ..papers import cpu_seconds
 from ...reporting import compare_with_paper
 from .cpcfl import (BASELINES, LABELS, MAIN, MAIN_COLUMN, TASKS, TITLES, Experiments, at_round,
                                                best, checkpoints, client_partition, final)
@@ -580,7 +581,7 @@ def write_metadata(self: Study) -> dict:
     metadata["stand_in_data"] = p.stand_in
     metadata["runs"] = len(self.runs)
     metadata["seconds"] = time.perf_counter() - self.started
-    metadata["cpu_seconds"] = time.process_time()
+    metadata["cpu_seconds"] = cpu_seconds()   # this process and its finished workers
     metadata["sections"] = self.clock.table()
     metadata["run_seconds"] = {"/".join(map(str, k)): round(v["seconds"], 2) for k, v in self.runs.items()}
     atomic_write_json(self.results / "metadata.json", metadata)

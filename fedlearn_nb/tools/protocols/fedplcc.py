@@ -31,7 +31,7 @@ from ...federation import FederatedData
 from ...history import History
 from ...reporting import plot_accuracy
 from ..papers import PaperRuns, RunRequest, beside_paper, client_workers_for, file_label, skip_reason
-from ..papers import parse_count, parse_list, parse_seeds, set_cpu_threads
+from ..papers import cpu_seconds, parse_count, parse_list, parse_seeds, set_cpu_threads
 
 # %% auto #0
 __all__ = ['SCALES', 'PAPER_SCHEDULE', 'STAND_IN', 'DOMAIN_COLUMNS', 'TABLE_OF', 'METHODS', 'ABLATIONS', 'SWEEP_PARAMETER',
@@ -201,7 +201,7 @@ class FedPLCCProtocol:
     selection: dict = dataclasses.field(default_factory=dict)      # methods= and datasets= as given, for the notes of what was left out
     federations: dict = dataclasses.field(default_factory=dict)    # dataset -> FederatedData, or None when none of its domains is present
     skipped: dict = dataclasses.field(default_factory=dict)        # dataset -> {paper column: why that domain was skipped}
-    started: tuple = dataclasses.field(default_factory=lambda: (time.process_time(), time.perf_counter()))
+    started: tuple = dataclasses.field(default_factory=lambda: (cpu_seconds(), time.perf_counter()))
 
     @classmethod
     def from_parameters(cls, scale: str = "smoke", seeds: str | None = None, rounds: int | None = None, methods: str | None = None,
@@ -537,7 +537,7 @@ def cost(self: FedPLCCProtocol) -> pd.DataFrame:
     "CPU minutes and runs per table; the execution's CPU and wall time printed."
     frame = pd.DataFrame([{"part": self.part_of(label, dataset), "runs": 1, "cpu_minutes": seconds / 60}
                           for (label, dataset, _), seconds in self.runs.cpu_seconds.items()], columns=["part", "runs", "cpu_minutes"])
-    cpu, wall = time.process_time() - self.started[0], time.perf_counter() - self.started[1]
+    cpu, wall = cpu_seconds() - self.started[0], time.perf_counter() - self.started[1]
     print(f"CPU {cpu / 60:.1f} min, wall {wall / 60:.1f} min, {torch.get_num_threads()} torch thread(s)")
     return frame.groupby("part").sum().round(2)
 
@@ -550,7 +550,7 @@ def write_metadata(self: FedPLCCProtocol) -> dict:
                              "local_steps_override": self.local_steps, "methods": self.methods, "datasets": self.datasets, "ablations": self.ablations,
                              "sweeps": self.sweeps, "skipped": self.skipped, "runs": sorted(f"{label} | {dataset} | seed {seed}" for label, dataset, seed in histories),
                              "run_cpu_seconds": {f"{label} | {dataset} | seed {seed}": round(s, 1) for (label, dataset, seed), s in self.runs.cpu_seconds.items()},
-                             "cpu_minutes": round((time.process_time() - self.started[0]) / 60, 2),
+                             "cpu_minutes": round((cpu_seconds() - self.started[0]) / 60, 2),
                              "wall_minutes": round((time.perf_counter() - self.started[1]) / 60, 2), "torch_threads": torch.get_num_threads()},
                             seed=self.seeds[0], device=self.device)
     atomic_write_json(self.results / "metadata.json", metadata)
