@@ -22,7 +22,6 @@ import argparse
 import dataclasses
 import json
 import os
-import resource
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -30,6 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from fedlearn_nb.tools.papers import cpu_seconds
 from fedlearn_nb.experiment import run
 from fedlearn_nb.tools.protocols.fedplcc import FedPLCCProtocol, method_arguments
 
@@ -40,11 +40,6 @@ VARIANTS = {   # name -> (changes to FCCL+'s arguments, help)
 }
 __doc__ += "\n".join(f"    {name}: {spec[1]}" for name, spec in VARIANTS.items())
 DATASET = "digit5"
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def run_variant(protocol: FedPLCCProtocol, name: str, seed: int, out: Path) -> dict:

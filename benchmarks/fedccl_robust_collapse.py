@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import resource
 import tempfile
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -27,6 +26,7 @@ import torch
 
 from fedlearn_nb.adversarial import robustness_report
 from fedlearn_nb.engine import set_parameters
+from fedlearn_nb.tools.papers import cpu_seconds
 from fedlearn_nb.experiment import build_model_for, run
 from fedlearn_nb.tools.protocols.fedccl import FedCCLProtocol
 
@@ -54,11 +54,6 @@ VARIANTS = {
     "fmnist": ("FedAvg+", {}, {}, 0, "Fashion-MNIST (eps 0.1), quick setting"),
 }
 __doc__ += "\n".join(f"    {name}: {spec[4]}" for name, spec in VARIANTS.items())
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def run_variant(name: str, rounds: int, seed: int, out: str, robust: bool = False) -> list[dict]:
