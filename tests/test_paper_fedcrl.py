@@ -49,6 +49,15 @@ def test_smoke_figure_4_representations(smoke):
     assert by_client["FedAvg"] < by_client["Local"]
 
 
+def test_smoke_paired_gaps(smoke):
+    "Every method against FedCRL on the practical column, seed by seed: FedCRL's own gap is zero, and each gap is the table's difference."
+    gaps = pd.read_csv(smoke / "paired_prac-cifar10.csv").set_index("method")
+    assert sorted(gaps.index) == sorted(METHODS) and (gaps.seeds == 1).all()
+    assert gaps.loc["FedCRL", "mean_gap"] == 0 and gaps.loc["FedCRL", "seeds_ahead"] == 0
+    acc = pd.read_csv(smoke / "table_2.csv").query("column == 'prac-cifar10' and metric == 'Acc'").set_index("method").ours
+    assert ((gaps.mean_gap - (acc - acc["FedCRL"]).reindex(gaps.index)).abs() < 0.01).all()   # one seed: the gap is the difference of the means
+
+
 @pytest.mark.parametrize("name", ["table_2.csv", "table_3.csv"])
 def test_smoke_tables(smoke, name):
     table = pd.read_csv(smoke / name)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 from fastcore.basics import patch
+from scipy.stats import ttest_rel
 
 from ...core import atomic_write_csv, atomic_write_json, choose_device, load_settings, run_metadata
 from ...data import DatasetNotFoundError, load_dataset, subsample_per_class
@@ -36,7 +37,8 @@ __all__ = ['T2_COLUMNS', 'T3_COLUMNS', 'TABLE_COLUMNS', 'COLUMNS', 'PAPER_DATASE
            'DIRICHLET_DRAWS', 'METHODS', 'SMOKE_OVERRIDES', 'TRAINING', 'PAPER', 'REPRESENTATION', 'GLOBAL_METHODS',
            'column_settings', 'column_seeds', 'column_pool', 'column_scheme', 'partition_note', 'column_partition',
            'method_settings', 'local_steps', 'test_shares', 'parse_paper_table', 'client_representations',
-           'representation_quality', 'global_predictions', 'Protocol', 'Reproduction', 'chance_accuracies']
+           'representation_quality', 'global_predictions', 'Protocol', 'Reproduction', 'chance_accuracies',
+           'paired_gaps']
 
 # %% ../../../nbs/95d_protocol_fedcrl.ipynb #d4dd3ce3
 T2_COLUMNS = ["prac-cifar10", "prac-emnist", "prac-cifar100", "path-cifar10", "path-emnist", "path-cifar100"]
@@ -539,6 +541,30 @@ def global_model_predictions(self: Reproduction) -> pd.DataFrame:
     rows = [{"method": label, "column": REPRESENTATION["column"], "test images": int(counts.sum()), "classes predicted": int((counts >= 0.01 * counts.sum()).sum()),
              "commonest predicted class": int(counts.argmax()), "its share (%)": round(100 * counts.max() / counts.sum(), 1)} for label, counts in self.predictions.items()]
     return pd.DataFrame(rows)
+
+# %% ../../../nbs/95d_protocol_fedcrl.ipynb #d5aa2592
+def paired_gaps(finals: dict, reference: str) -> pd.DataFrame:
+    "Per method of `finals` (method -> final accuracy per seed, the same seeds in the same order): its gap to `reference` seed by seed, summarised."
+    if reference not in finals: raise ValueError(f"reference={reference!r} has no runs; choose one of {sorted(finals)}")
+    base = np.asarray(finals[reference], dtype=float)
+    rows = []
+    for method, values in finals.items():
+        values = np.asarray(values, dtype=float)
+        if values.shape != base.shape: raise ValueError(f"{method} has {len(values)} seeds and {reference} {len(base)}: paired gaps need the same seeds")
+        gaps = values - base
+        p = float(ttest_rel(values, base).pvalue) if len(gaps) > 1 and gaps.std() > 0 else np.nan
+        rows.append({"method": method, "seeds": len(gaps), "mean_gap": gaps.mean(), "sd_gap": gaps.std(ddof=1) if len(gaps) > 1 else np.nan,
+                     "min_gap": gaps.min(), "max_gap": gaps.max(), "seeds_ahead": int((gaps > 0).sum()), "seeds_behind": int((gaps < 0).sum()), "p_value": p})
+    return pd.DataFrame(rows).sort_values("mean_gap", ascending=False, kind="stable", ignore_index=True)
+
+@patch
+def paired(self: Reproduction, column: str = "prac-cifar10", reference: str = "FedCRL") -> pd.DataFrame:
+    "`paired_gaps` of every method's final accuracy (%) on `column` against `reference`, seed by seed; paired_<column>.csv."
+    finals = {label: [100 * h.summary()["final_accuracy_mean"] for h in runs] for (c, label), runs in self.histories.items() if c == column}
+    if not finals: raise ValueError(f"column={column!r} has no runs here; it is one of {sorted({c for c, _ in self.histories})}")
+    frame = paired_gaps(finals, reference)
+    atomic_write_csv(self.protocol.results / f"paired_{column}.csv", frame.round(4))
+    return frame
 
 # %% ../../../nbs/95d_protocol_fedcrl.ipynb #4a87c585
 @patch
