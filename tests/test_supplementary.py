@@ -29,3 +29,16 @@ def test_ccfc_full_mnist_refuses_bad_widths_before_writing(tmp_path):
     with pytest.raises(ValueError, match="--channels must be 3 positive widths"):
         module.main(["--channels", "8,16", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")])
     assert not (tmp_path / "out").exists() and not (tmp_path / "work").exists()
+
+
+def test_ccfc_full_mnist_plots_the_finished_history(tmp_path):
+    module = load("ccfc_full_mnist")
+    out = tmp_path / "out"; out.mkdir()
+    with pytest.raises(SystemExit): module.main(["--plot", "--out", str(out)])      # no history yet: says so, draws nothing
+    assert not (out / "nmi_per_round.png").exists()
+    (out / "history.csv").write_text("round,nmi,kappa\n1,0.1,0.1\n2,0.5,0.4\n3,0.3,0.35\n")
+    module.main(["--plot", "--out", str(out)])
+    png = (out / "nmi_per_round.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    (tmp_path / "other.csv").write_text("round,accuracy\n1,0.5\n")
+    with pytest.raises(ValueError, match="no round/nmi columns"): module.plot_nmi(tmp_path / "other.csv", tmp_path / "x.png")

@@ -7,6 +7,7 @@ width: the quarter-width 3-conv network of the quick scale (conv widths 16, 32, 
 Kappa are logged every round. The run resumes from its checkpoints: run the same command again after an interruption.
 
     python papers/supplementary/ccfc_full_mnist.py [--rounds N] [--out papers/results/ccfc/full-mnist-cpu]
+    python papers/supplementary/ccfc_full_mnist.py --plot      # draw nmi_per_round.png from the finished history.csv
     # the paper's own network on a GPU:
     python papers/supplementary/ccfc_full_mnist.py --channels 64,128,256 --device cuda --out papers/results/ccfc/paper
 """
@@ -34,6 +35,30 @@ def full_mnist_config(results: Path, seed: int = 0, rounds: int | None = None, p
                                per_class=per_class, client_workers=1)
 
 
+PAPER_NMI, QUICK_NMI = 0.92, 0.41   # CCFC on MNIST at p = 0: the paper's Table 1, our quick column (500 images per class)
+
+
+def plot_nmi(history_csv: Path, png: Path, pretrain_rounds: int = 100) -> Path:
+    "NMI and Kappa per round from `history_csv`, the end of pre-training marked, the paper's and our quick column's NMI as lines."
+    import matplotlib; matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    frame = pd.read_csv(history_csv)
+    if not {"round", "nmi"} <= set(frame.columns): raise ValueError(f"{history_csv} has no round/nmi columns: is it a CCFC history?")
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot(frame["round"], frame["nmi"], label="NMI (all 70,000 images)")
+    if "kappa" in frame: ax.plot(frame["round"], frame["kappa"], label="Kappa", alpha=0.6)
+    ax.axvline(pretrain_rounds + 0.5, color="grey", ls=":", label="SimSiam pre-training ends")
+    ax.axhline(PAPER_NMI, color="black", ls="--", label=f"the paper's NMI ({PAPER_NMI})")
+    ax.axhline(QUICK_NMI, color="tab:red", ls="--", label=f"our quick column's NMI ({QUICK_NMI}, 500 images per class)")
+    best = frame.loc[frame["nmi"].idxmax()]
+    ax.set(xlabel="round", ylabel="score", ylim=(0, 1),
+           title=f"CCFC, MNIST p = 0, quarter-width network: NMI peak {best['nmi']:.3f} (round {int(best['round'])}), final {frame['nmi'].iloc[-1]:.3f}")
+    ax.legend(fontsize=8, loc="lower right"); ax.grid(alpha=0.3)
+    fig.tight_layout(); fig.savefig(png, dpi=110); plt.close(fig)
+    return png
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=None, help="override the 130 rounds (pre-training becomes at most half)")
@@ -43,7 +68,12 @@ def main(argv=None):
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--work", default="results/papers/ccfc/full-mnist-cpu", help="the run's folder (checkpoints; not committed)")
+    parser.add_argument("--plot", action="store_true", help="only draw nmi_per_round.png from <out>/history.csv (after the run)")
     args = parser.parse_args(argv)
+    if args.plot:
+        history = Path(args.out) / "history.csv"
+        if not history.exists(): parser.error(f"--plot needs {history}: it is written when the run finishes")
+        print(plot_nmi(history, Path(args.out) / "nmi_per_round.png")); return
     torch.set_num_threads(args.threads)
     config = full_mnist_config(Path(args.work), rounds=args.rounds, per_class=args.per_class,
                                channels=[c for c in args.channels.split(",") if c.strip()], device=args.device)
@@ -62,6 +92,7 @@ def main(argv=None):
     history = run(config, progress=False, callbacks=[log_round])
     frame = history.to_frame()
     atomic_write_csv(out / "history.csv", frame)
+    plot_nmi(out / "history.csv", out / "nmi_per_round.png", pretrain_rounds=config.algorithm_kwargs.get("pretrain_rounds", 100))
     print(frame[[c for c in ("round", "nmi", "kappa") if c in frame]].to_string(index=False))
 
 
