@@ -42,3 +42,5 @@ def test_ccfc_full_mnist_plots_the_finished_history(tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     (tmp_path / "other.csv").write_text("round,accuracy\n1,0.5\n")
     with pytest.raises(ValueError, match="no round/nmi columns"): module.plot_nmi(tmp_path / "other.csv", tmp_path / "x.png")
+    assert module.run_label({"per_class": 500, "model_kwargs": {"channels": [64, 128, 256]}}) == "500 images per class, conv widths [64, 128, 256]"
+    assert module.run_label({"per_class": None, "model_kwargs": {"channels": [16, 32, 64]}}) == "all 70,000 images, conv widths [16, 32, 64]"

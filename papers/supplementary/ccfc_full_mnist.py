@@ -11,7 +11,7 @@ Kappa are logged every round. The run resumes from its checkpoints: run the same
     # the paper's own network on a GPU:
     python papers/supplementary/ccfc_full_mnist.py --channels 64,128,256 --device cuda --out papers/results/ccfc/paper
 """
-import argparse, dataclasses, platform, time
+import argparse, dataclasses, json, platform, time
 from pathlib import Path
 
 import torch
@@ -38,7 +38,13 @@ def full_mnist_config(results: Path, seed: int = 0, rounds: int | None = None, p
 PAPER_NMI, QUICK_NMI = 0.92, 0.41   # CCFC on MNIST at p = 0: the paper's Table 1, our quick column (500 images per class)
 
 
-def plot_nmi(history_csv: Path, png: Path, pretrain_rounds: int = 100) -> Path:
+def run_label(config: dict) -> str:
+    "What a run's config.json says of its data and network, for the figure: images per class and conv widths."
+    images = "all 70,000 images" if config.get("per_class") is None else f"{config['per_class']} images per class"
+    return f"{images}, conv widths {config.get('model_kwargs', {}).get('channels', QUARTER_WIDTH)}"
+
+
+def plot_nmi(history_csv: Path, png: Path, pretrain_rounds: int = 100, label: str = "all 70,000 images") -> Path:
     "NMI and Kappa per round from `history_csv`, the end of pre-training marked, the paper's and our quick column's NMI as lines."
     import matplotlib; matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -46,14 +52,14 @@ def plot_nmi(history_csv: Path, png: Path, pretrain_rounds: int = 100) -> Path:
     frame = pd.read_csv(history_csv)
     if not {"round", "nmi"} <= set(frame.columns): raise ValueError(f"{history_csv} has no round/nmi columns: is it a CCFC history?")
     fig, ax = plt.subplots(figsize=(8, 4))
-    ax.plot(frame["round"], frame["nmi"], label="NMI (all 70,000 images)")
+    ax.plot(frame["round"], frame["nmi"], label="NMI")
     if "kappa" in frame: ax.plot(frame["round"], frame["kappa"], label="Kappa", alpha=0.6)
     ax.axvline(pretrain_rounds + 0.5, color="grey", ls=":", label="SimSiam pre-training ends")
     ax.axhline(PAPER_NMI, color="black", ls="--", label=f"the paper's NMI ({PAPER_NMI})")
     ax.axhline(QUICK_NMI, color="tab:red", ls="--", label=f"our quick column's NMI ({QUICK_NMI}, 500 images per class)")
     best = frame.loc[frame["nmi"].idxmax()]
     ax.set(xlabel="round", ylabel="score", ylim=(0, 1),
-           title=f"CCFC, MNIST p = 0, quarter-width network: NMI peak {best['nmi']:.3f} (round {int(best['round'])}), final {frame['nmi'].iloc[-1]:.3f}")
+           title=f"CCFC, MNIST p = 0, {label}\nNMI peak {best['nmi']:.3f} (round {int(best['round'])}), final {frame['nmi'].iloc[-1]:.3f}")
     ax.legend(fontsize=8, loc="lower right"); ax.grid(alpha=0.3)
     fig.tight_layout(); fig.savefig(png, dpi=110); plt.close(fig)
     return png
@@ -73,7 +79,8 @@ def main(argv=None):
     if args.plot:
         history = Path(args.out) / "history.csv"
         if not history.exists(): parser.error(f"--plot needs {history}: it is written when the run finishes")
-        print(plot_nmi(history, Path(args.out) / "nmi_per_round.png")); return
+        saved = json.loads((Path(args.out) / "config.json").read_text())["config"] if (Path(args.out) / "config.json").exists() else {}
+        print(plot_nmi(history, Path(args.out) / "nmi_per_round.png", saved.get("algorithm_kwargs", {}).get("pretrain_rounds", 100), run_label(saved))); return
     torch.set_num_threads(args.threads)
     config = full_mnist_config(Path(args.work), rounds=args.rounds, per_class=args.per_class,
                                channels=[c for c in args.channels.split(",") if c.strip()], device=args.device)
@@ -92,7 +99,7 @@ def main(argv=None):
     history = run(config, progress=False, callbacks=[log_round])
     frame = history.to_frame()
     atomic_write_csv(out / "history.csv", frame)
-    plot_nmi(out / "history.csv", out / "nmi_per_round.png", pretrain_rounds=config.algorithm_kwargs.get("pretrain_rounds", 100))
+    plot_nmi(out / "history.csv", out / "nmi_per_round.png", config.algorithm_kwargs.get("pretrain_rounds", 100), run_label(dataclasses.asdict(config)))
     print(frame[[c for c in ("round", "nmi", "kappa") if c in frame]].to_string(index=False))
 
 
