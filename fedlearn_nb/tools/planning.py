@@ -25,10 +25,11 @@ from .catalogue import PAPERS, SCALES, DataCheck, check_data
 
 
 # %% auto #0
-__all__ = ['RUNNER_PARAMETERS', 'project_root', 'find_papers_dir', 'discover_papers', 'ensure_parameters_cell', 'read_notebook',
-           'parse_parameters', 'notebook_parameters', 'scales_in', 'notebook_protocols', 'notebook_scales',
-           'notebook_title', 'write_example_paper', 'parse_value', 'select_papers', 'check_request', 'RunPlan',
-           'timestamp', 'results_base', 'unfinished_state', 'run_folder_for', 'plan_runs', 'describe_plan']
+__all__ = ['RUNNER_PARAMETERS', 'RESULT_NEUTRAL', 'project_root', 'find_papers_dir', 'discover_papers', 'ensure_parameters_cell',
+           'read_notebook', 'parse_parameters', 'notebook_parameters', 'scales_in', 'notebook_protocols',
+           'notebook_scales', 'notebook_title', 'write_example_paper', 'parse_value', 'select_papers', 'check_request',
+           'RunPlan', 'timestamp', 'results_base', 'unfinished_state', 'run_folder_for', 'resume_mismatch', 'plan_runs',
+           'describe_plan']
 
 # %% ../../nbs/91b_planning.ipynb #0fe1b364
 def project_root() -> Path:
@@ -337,6 +338,17 @@ def run_folder_for(paper: str, scale: str, results_dir: str | Path | None = None
     return folder.resolve()
 
 # %% ../../nbs/91b_planning.ipynb #b4b10bf3
+RESULT_NEUTRAL = ("results_dir", "parallel", "progress", "client_workers")   # settings that do not change a run's results
+
+def resume_mismatch(folder: str | Path, parameters: Mapping[str, Any]) -> str:
+    "What `parameters` change against those `folder`'s run was started with (its runner.json), '' if nothing that changes results."
+    info = Path(folder) / "runner.json"
+    if not info.is_file(): return ""
+    try: recorded = read_json(info).get("parameters", {})
+    except ValueError: return ""
+    keys = sorted((set(recorded) | set(parameters)) - set(RESULT_NEUTRAL))
+    return ", ".join(f"{k}={recorded.get(k)!r} there, {parameters.get(k)!r} now" for k in keys if recorded.get(k) != parameters.get(k))
+
 def plan_runs(request: str | Sequence[str], scale: str = "smoke", overrides: Sequence[tuple[str, str]] = (),
               results_dir: str | Path | None = None, papers_dir: str | Path | None = None, resume: bool | None = False,
               check: bool = True, data_root: str | Path | None = None) -> list[RunPlan]:
@@ -357,6 +369,9 @@ def plan_runs(request: str | Sequence[str], scale: str = "smoke", overrides: Seq
     for paper in selected:
         parameters = checked[paper]
         folder = run_folder_for(paper, scale, base, resume, parameters)
+        changed = resume_mismatch(folder, parameters) if resume and folder.is_dir() else ""
+        if changed: raise ValueError(f"--resume would continue {folder} with other parameters ({changed}); repeat its parameters "
+                                     f"(its runner.json) with -p, or start a new folder with --new")
         unfinished = unfinished_state(folder, parameters) if folder.is_dir() else ""
         parameters["results_dir"] = str(folder)
         data = check_data(PAPERS[paper].data_for(scale), data_root, cache) if check and paper in PAPERS and scale in PAPERS[paper].data else None
