@@ -28,8 +28,8 @@ from .catalogue import PAPERS, SCALES, DataCheck, check_data
 __all__ = ['RUNNER_PARAMETERS', 'RESULT_NEUTRAL', 'project_root', 'find_papers_dir', 'discover_papers', 'ensure_parameters_cell',
            'read_notebook', 'parse_parameters', 'notebook_parameters', 'scales_in', 'notebook_protocols',
            'notebook_scales', 'notebook_title', 'write_example_paper', 'parse_value', 'select_papers', 'check_request',
-           'RunPlan', 'timestamp', 'results_base', 'unfinished_state', 'run_folder_for', 'resume_mismatch', 'plan_runs',
-           'describe_plan']
+           'RunPlan', 'timestamp', 'results_base', 'parameter_changes', 'unfinished_state', 'run_folder_for',
+           'resume_mismatch', 'plan_runs', 'describe_plan']
 
 # %% ../../nbs/91b_planning.ipynb #0fe1b364
 def project_root() -> Path:
@@ -310,6 +310,13 @@ def _process_alive(pid: Any) -> bool:
     return True
 
 # %% ../../nbs/91b_planning.ipynb #0041e576
+_MISSING = object()
+
+def parameter_changes(recorded: Mapping[str, Any], parameters: Mapping[str, Any], ignore: Sequence[str] = ("results_dir",)) -> list[str]:
+    "Each parameter, `ignore`d ones aside, whose value in `parameters` differs from the `recorded` one (a run's runner.json): 'name=there there, now now'."
+    keys = sorted((set(recorded) | set(parameters)) - set(ignore))
+    return [f"{k}={recorded.get(k)!r} there, {parameters.get(k)!r} now" for k in keys if recorded.get(k, _MISSING) != parameters.get(k, _MISSING)]
+
 def unfinished_state(folder: str | Path, parameters: Mapping[str, Any] | None = None) -> str:
     "How the run in `folder` ended when it did not finish ('interrupted ...', 'stopped ...'), '' if it finished, is still running or ran other parameters."
     info = Path(folder) / "runner.json"
@@ -319,9 +326,7 @@ def unfinished_state(folder: str | Path, parameters: Mapping[str, Any] | None = 
     state = record.get("state")
     if state not in ("interrupted", "running"): return ""
     if state == "running" and record.get("host") == platform.node() and _process_alive(record.get("pid")): return ""  # a run in progress
-    if parameters is not None:
-        ours = {k: v for k, v in parameters.items() if k != "results_dir"}
-        if {k: v for k, v in record.get("parameters", {}).items() if k != "results_dir"} != ours: return ""
+    if parameters is not None and parameter_changes(record.get("parameters", {}), parameters): return ""
     when = record.get("interrupted") or record.get("started", "?")
     return f"interrupted at {when}" if state == "interrupted" else f"stopped without finishing (started {when})"
 
@@ -346,8 +351,7 @@ def resume_mismatch(folder: str | Path, parameters: Mapping[str, Any]) -> str:
     if not info.is_file(): return ""
     try: recorded = read_json(info).get("parameters", {})
     except ValueError: return ""
-    keys = sorted((set(recorded) | set(parameters)) - set(RESULT_NEUTRAL))
-    return ", ".join(f"{k}={recorded.get(k)!r} there, {parameters.get(k)!r} now" for k in keys if recorded.get(k) != parameters.get(k))
+    return ", ".join(parameter_changes(recorded, parameters, ignore=RESULT_NEUTRAL))
 
 def plan_runs(request: str | Sequence[str], scale: str = "smoke", overrides: Sequence[tuple[str, str]] = (),
               results_dir: str | Path | None = None, papers_dir: str | Path | None = None, resume: bool | None = False,
