@@ -241,8 +241,8 @@ class FedCCLProtocol:
         if self.inter_image_size is not None and int(self.inter_image_size) < 8:
             raise ValueError(f"inter_image_size must be an image side in pixels (e.g. 224), got {self.inter_image_size}")
         self.seed_list = parse_seeds(self.seeds, self.config["seeds"])
-        self.headline_seeds = self.seed_list        # Tables 1, 2 and 4 and the curves drawn from their runs
-        self.secondary_seeds = self.seed_list[:1]   # Tables 5-8 and Figures 5-6: the first seed only
+        self.headline_seeds = self.seed_list        # Tables 1, 2, 4 and 8 and the curves drawn from their runs
+        self.secondary_seeds = self.seed_list[:1]   # Tables 5-7 and Figures 5-6: the first seed only
         self.selected = parse_list(self.methods, METHODS, "method(s)")
         self.dataset_names = parse_list(self.datasets, self.config["inter_datasets"] + self.config["intra_datasets"],
                                         f"dataset(s) for scale {self.scale!r}")
@@ -446,7 +446,7 @@ def planned_runs(self: FedCCLProtocol) -> list[tuple]:
         alpha = INTRA[dataset]["alpha"]
         add(MAIN_METHODS, dataset, [alpha], self.headline_seeds)                                            # Table 4
         if paper_name != "mnist": add(ABLATION_ROWS, dataset, [alpha], self.secondary_seeds)                # Table 6
-        if paper_name != "cifar10": add(ROBUST_METHODS, dataset, [alpha], self.secondary_seeds)             # Table 8
+        if paper_name != "cifar10": add(ROBUST_METHODS, dataset, [alpha], self.headline_seeds)              # Table 8
         if paper_name == "fashion_mnist": add(self.config["fig6_methods"] or MAIN_METHODS, dataset, self.config["fig6_alphas"], self.secondary_seeds)  # Figure 6
     return list(dict.fromkeys(keys))
 
@@ -640,14 +640,14 @@ def robustness_table(self: FedCCLProtocol) -> pd.DataFrame:
     "Table 8: clean, FGSM and PGD-20 accuracy of the final global models of FedAvg, FedAvg+ and FedCCL+ on MNIST and Fashion-MNIST."
     columns, pgd = ["Clean", "FGSM", "PGD-20"], self.config["pgd_eval_steps"]
     row_order = [f"{p} / {m}" for p in ("MNIST", "FMNIST") for m in ROBUST_METHODS]
-    ours, notes = {row: {} for row in row_order}, {}
+    ours, notes, spread, seeds = {row: {} for row in row_order}, {}, {}, self.headline_seeds   # every seed, as Table 4
     for paper_name, title in (("mnist", "MNIST"), ("fashion_mnist", "FMNIST")):
         dataset, reason = self.intra_dataset(paper_name)
         for label in ROBUST_METHODS:
             row = f"{title} / {label}"
             if dataset is None: notes[row] = reason; continue
             alpha, epsilon = INTRA[dataset]["alpha"], INTRA[dataset]["epsilon"]
-            histories = [self.run_method(label, dataset, alpha, seed) if self.wanted(label) else None for seed in self.secondary_seeds]
+            histories = [self.run_method(label, dataset, alpha, seed) if self.wanted(label) else None for seed in seeds]
             if any(h is None for h in histories): notes[row] = self.why_missing(label, dataset, alpha); continue
             test = FederationSpec(test_per_class=self.config["intra"]["test_per_class"]).test_split(load_dataset(dataset, split="test"))
             if self.config["robust_test_per_class"]:  # quick: attacks on a class-balanced part of the test set
@@ -655,12 +655,13 @@ def robustness_table(self: FedCCLProtocol) -> pd.DataFrame:
             reports = [self._once(("robustness", label, dataset, alpha, seed, epsilon, pgd),   # one stand-in for both datasets: attacked once
                                   lambda seed=seed: robustness_report(self.final_model(label, dataset, alpha, seed), test.x.to(self.run_device),
                                                                       test.y.to(self.run_device), epsilon=epsilon, pgd_steps=pgd, seed=seed))
-                       for seed in self.secondary_seeds]
-            mean = pd.DataFrame(reports).mean()
-            ours[row] = {"Clean": mean["clean"], "FGSM": mean["fgsm"], "PGD-20": mean[f"pgd{pgd}"]}
+                       for seed in seeds]
+            per_seed = pd.DataFrame(reports).rename(columns={"clean": "Clean", "fgsm": "FGSM", f"pgd{pgd}": "PGD-20"})[columns]
+            ours[row] = per_seed.mean().to_dict()
+            if len(per_seed) > 1: spread[row] = per_seed.std(ddof=1).to_dict()
             notes[row] = f"ε = {epsilon:g}, final global model, {len(test.y)} test images" + (f"; {stand_in_note(dataset)}" if stand_in_note(dataset) else "")
-    frame = self.tables.block("8", "robust", ours, row_order, columns, notes=notes)
-    show_block(frame, "Table 8: robustness (clean / FGSM / PGD-20 accuracy)")
+    frame = self.tables.block("8", "robust", ours, row_order, columns, notes=notes, spread=spread, seeds=len(seeds))
+    show_block(frame, "Table 8: robustness (clean / FGSM / PGD-20 accuracy, mean ± sd over seeds)")
     return self.tables.save("8")
 
 # %% ../../../nbs/95a_protocol_fedccl.ipynb #c87c7b96
