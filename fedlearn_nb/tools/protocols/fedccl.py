@@ -658,7 +658,7 @@ def robustness_table(self: FedCCLProtocol) -> pd.DataFrame:
                        for seed in seeds]
             per_seed = pd.DataFrame(reports).rename(columns={"clean": "Clean", "fgsm": "FGSM", f"pgd{pgd}": "PGD-20"})[columns]
             ours[row] = per_seed.mean().to_dict()
-            if len(per_seed) > 1: spread[row] = per_seed.std(ddof=1).to_dict()
+            spread[row] = seed_std(per_seed)
             notes[row] = f"ε = {epsilon:g}, final global model, {len(test.y)} test images" + (f"; {stand_in_note(dataset)}" if stand_in_note(dataset) else "")
     frame = self.tables.block("8", "robust", ours, row_order, columns, notes=notes, spread=spread, seeds=len(seeds))
     show_block(frame, "Table 8: robustness (clean / FGSM / PGD-20 accuracy, mean ± sd over seeds)")
